@@ -1,0 +1,34 @@
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace tokamak::cli {
+int& exit_status() {
+  static int status = 0;
+  return status;
+}
+}  // namespace tokamak::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"tokamak: LLM inference and serving"};
+  app.require_subcommand(1);
+  tokamak::cli::add_run_command(app);
+  tokamak::cli::add_chat_command(app);
+  tokamak::cli::add_info_command(app);
+  tokamak::cli::add_tokenize_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tokamak::Error& e) {
+    std::fprintf(stderr, "tokamak: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokamak: internal error: %s\n", e.what());
+    return 2;
+  }
+  return tokamak::cli::exit_status();
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test: the unit and model tests of the Release build, then the unit tests again
+# in a second build with AddressSanitizer + UndefinedBehaviorSanitizer (any report fails).
+# Expects scripts/setup.sh to have run (the README's test command does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== Release build: all tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== ASan+UBSan build: unit tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOKAMAK_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+# Tests on the full default model are slow under the sanitizers and exercise the same code
+# as the tiny-model tests; they run in the Release build above.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'DefaultModel|Golden'

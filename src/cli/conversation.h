@@ -1,0 +1,34 @@
+#pragma once
+// Turns chat messages into prompt tokens with the model's own chat template.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak::cli {
+
+class Conversation {
+ public:
+  // Throws Error when the model carries no tokenizer.chat_template.
+  Conversation(const gguf::File& file, const Tokenizer& tokenizer);
+
+  void add(std::string role, std::string content);
+  void clear() { messages_.clear(); }
+  void pop_last() {
+    if (!messages_.empty()) messages_.pop_back();
+  }
+  // Tokens of the whole conversation, ending with the assistant's turn opened.
+  std::vector<int32_t> prompt_tokens() const;
+
+ private:
+  const Tokenizer& tokenizer_;
+  ChatTemplate template_;
+  std::string bos_text_;
+  std::string eos_text_;
+  std::vector<ChatMessage> messages_;
+};
+
+}  // namespace tokamak::cli

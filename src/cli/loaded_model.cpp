@@ -1,0 +1,24 @@
+#include "cli/loaded_model.h"
+
+#include <chrono>
+
+#include "cli/default_model.h"
+
+namespace tokamak::cli {
+
+LoadedModel load_model(const std::string& path, int n_threads, int n_ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedModel loaded;
+  const std::string resolved = path.empty() ? default_model_path() : path;
+  loaded.file = std::make_shared<const gguf::File>(gguf::File::open(resolved));
+  ModelOptions opts;
+  opts.n_threads = n_threads;
+  opts.n_ctx = n_ctx;
+  loaded.model = Model::load(loaded.file, opts);
+  loaded.tokenizer = Tokenizer::from_gguf(*loaded.file);
+  loaded.load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return loaded;
+}
+
+}  // namespace tokamak::cli

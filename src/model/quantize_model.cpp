@@ -1,0 +1,82 @@
+#include "model/quantize_model.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
+#include "kernels/cpu/quantize.h"
+
+namespace tokamak {
+namespace {
+
+// GGML's llama_ftype values for the "mostly <type>" files we write.
+int32_t file_type_of(DType target) {
+  switch (target) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+    default: throw Error("cannot quantize to " + std::string(dtype_name(target)));
+  }
+}
+
+std::vector<uint8_t> convert(const gguf::TensorInfo& t, DType target) {
+  const int64_t row = t.shape[0];
+  const int64_t rows = t.n_elements() / row;
+  const size_t in_row_bytes = row_bytes(t.dtype, row);
+  const size_t out_row_bytes = row_bytes(target, row);
+  std::vector<uint8_t> out(out_row_bytes * static_cast<size_t>(rows));
+  std::vector<float> buf(static_cast<size_t>(row));
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::dequantize_row(t.dtype, t.data + r * in_row_bytes, buf.data(), row);
+    cpu::quantize_row(target, buf.data(), out.data() + r * out_row_bytes, row);
+  }
+  return out;
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path,
+                              DType target) {
+  const int32_t file_type = file_type_of(target);
+  if (!cpu::can_quantize(target)) {
+    throw Error("cannot quantize to " + std::string(dtype_name(target)));
+  }
+  const auto in = gguf::File::open(in_path);
+  gguf::Writer writer(in.version(), in.alignment());
+  for (const auto& [key, value] : in.metadata()) {
+    if (key != "general.alignment") writer.set(key, value);
+  }
+  writer.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(file_type)));
+
+  QuantizeReport report;
+  for (const auto& t : in.tensors()) {
+    report.bytes_in += t.nbytes;
+    const bool matrix = t.shape.size() >= 2;
+    if (!matrix || t.dtype == target) {
+      writer.add_tensor(t.name, t.shape, t.dtype, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+      report.bytes_out += t.nbytes;
+      ++report.tensors_kept;
+      continue;
+    }
+    if (!dtype_info(t.dtype).supported) {
+      throw Error(in_path + ": tensor '" + t.name + "' has type " +
+                  std::string(dtype_name(t.dtype)) + ", which cannot be dequantized yet");
+    }
+    if (t.shape[0] % dtype_info(target).block_size != 0) {
+      throw Error(in_path + ": tensor '" + t.name + "' row of " + std::to_string(t.shape[0]) +
+                  " is not a multiple of the " + std::string(dtype_name(target)) + " block size");
+    }
+    auto data = convert(t, target);
+    report.bytes_out += data.size();
+    writer.add_tensor(t.name, t.shape, target, std::move(data));
+    ++report.tensors_converted;
+  }
+  writer.write(out_path);
+  return report;
+}
+
+}  // namespace tokamak

@@ -1,0 +1,140 @@
+// Replays the golden greedy continuations written by llama.cpp
+// (scripts/golden/make_generation_golden.py) through tokamak and compares:
+//   - our tokenizer gives the reference's prompt ids,
+//   - top-1 identical on every golden top-5 step, with the largest logit difference reported,
+//   - greedy tokens identical on >= 90% of the prompts and for >= 16 tokens on the rest.
+// The models come from scripts/setup.sh (the Q8_0 and F16 variants are made from the
+// default model by `tokamak quantize`); a missing model skips its file.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/sha256.h"
+#include "format/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct PromptOutcome {
+  std::string name;
+  size_t golden_len = 0;
+  size_t matched = 0;  // leading greedy tokens identical to the reference
+  bool top1_ok = true;
+  float max_logit_diff = 0;
+};
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+PromptOutcome replay(Model& model, const Tokenizer& tok, const json& rec) {
+  PromptOutcome out;
+  out.name = rec["name"];
+  const auto prompt = rec["prompt_ids"].get<std::vector<int32_t>>();
+  const auto golden = rec["greedy"].get<std::vector<int32_t>>();
+  const auto& top5 = rec["top5"];
+  out.golden_len = golden.size();
+
+  auto kv = model.new_kv_cache(static_cast<int32_t>(prompt.size() + golden.size() + 8));
+  std::vector<float> logits(static_cast<size_t>(model.hparams().n_vocab));
+  const int32_t chunk = model.max_batch_tokens();
+  std::vector<int32_t> pos(static_cast<size_t>(chunk));
+  for (size_t s = 0; s < prompt.size(); s += static_cast<size_t>(chunk)) {
+    const size_t n = std::min(prompt.size() - s, static_cast<size_t>(chunk));
+    for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(s + i);
+    const int32_t row = static_cast<int32_t>(n) - 1;
+    model.forward({std::span(prompt).subspan(s, n), std::span(pos).first(n), std::span(&row, 1)},
+                  *kv, logits);
+  }
+  bool diverged = false;
+  for (size_t step = 0; step < golden.size(); ++step) {
+    const int32_t best = argmax(logits);
+    if (step < top5.size()) {
+      const auto& ref = top5[step];
+      if (best != ref[0][0].get<int32_t>()) out.top1_ok = false;
+      if (!diverged) {
+        for (const auto& pair : ref) {
+          const float d = std::fabs(logits[pair[0].get<size_t>()] - pair[1].get<float>());
+          out.max_logit_diff = std::max(out.max_logit_diff, d);
+        }
+      }
+    }
+    if (!diverged && best == golden[step]) {
+      ++out.matched;
+    } else {
+      diverged = true;
+    }
+    if (tok.is_end_of_generation(best) || step + 1 == golden.size()) break;
+    const int32_t p = kv->size();
+    const int32_t row = 0;
+    model.forward({std::span(&best, 1), std::span(&p, 1), std::span(&row, 1)}, *kv, logits);
+  }
+  return out;
+}
+
+void check_golden_file(const fs::path& golden_path) {
+  std::ifstream in(golden_path);
+  ASSERT_TRUE(in) << golden_path;
+  const json golden = json::parse(in);
+  const fs::path model_path =
+      fs::path(TOKAMAK_SOURCE_DIR) / "models" / golden["model_file"].get<std::string>();
+  if (!fs::exists(model_path)) GTEST_SKIP() << model_path << " missing: run scripts/setup.sh";
+  ASSERT_EQ(sha256_file(model_path), golden["model_sha256"].get<std::string>())
+      << model_path << " is not the file the golden data was made from";
+
+  auto file = std::make_shared<const gguf::File>(gguf::File::open(model_path.string()));
+  auto model = Model::load(file, {});
+  auto tok = Tokenizer::from_gguf(*file);
+
+  size_t identical = 0, n = 0, top1_failures = 0;
+  float max_diff = 0;
+  for (const auto& rec : golden["prompts"]) {
+    // The tokenizer must reproduce the reference's prompt ids exactly.
+    const auto ids = tok->encode(rec["text"].get<std::string>(), /*add_special=*/true,
+                                 rec["parse_special"].get<bool>());
+    EXPECT_EQ(ids, rec["prompt_ids"].get<std::vector<int32_t>>()) << rec["name"];
+
+    const auto o = replay(*model, *tok, rec);
+    ++n;
+    max_diff = std::max(max_diff, o.max_logit_diff);
+    if (!o.top1_ok) ++top1_failures;
+    const bool same = o.matched == o.golden_len;
+    if (same) ++identical;
+    std::printf("  %-12s %2zu/%2zu greedy tokens identical%s, max top-5 logit diff %.4f\n",
+                o.name.c_str(), o.matched, o.golden_len,
+                same ? "" : (" (first divergence at step " + std::to_string(o.matched) + ")").c_str(),
+                o.max_logit_diff);
+    EXPECT_TRUE(o.top1_ok) << o.name << ": top-1 differs on a golden step";
+    if (!same) EXPECT_GE(o.matched, 16u) << o.name;
+  }
+  std::printf("%s: %zu/%zu prompts identical, top-1 failures %zu, max logit diff %.4f\n",
+              golden_path.filename().c_str(), identical, n, top1_failures, max_diff);
+  EXPECT_GE(identical * 10, n * 9) << "fewer than 90% of prompts identical";
+  EXPECT_GE(n, 20u);
+}
+
+TEST(GoldenGeneration, SmolLM2_Q4_1) {
+  check_golden_file(fs::path(TOKAMAK_SOURCE_DIR) / "tests/golden/generation/smollm2-q4_1.json");
+}
+
+TEST(GoldenGeneration, SmolLM2_Q8_0) {
+  check_golden_file(fs::path(TOKAMAK_SOURCE_DIR) / "tests/golden/generation/smollm2-q8_0.json");
+}
+
+TEST(GoldenGeneration, SmolLM2_F16) {
+  check_golden_file(fs::path(TOKAMAK_SOURCE_DIR) / "tests/golden/generation/smollm2-f16.json");
+}
+
+}  // namespace
+}  // namespace tokamak

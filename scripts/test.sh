@@ -9,6 +9,12 @@ jobs=$(nproc)
 echo "== Release build: all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
+# The golden tests also cover Q8_0 and F16 versions of the default model, made from it by
+# `tokamak quantize` (deterministic; the golden files record their sha256).
+for t in Q8_0 F16; do
+  f=models/SmolLM2-135M-Instruct.$t.gguf
+  [ -f "$f" ] || ./build/tokamak quantize models/SmolLM2-135M-Instruct.Q4_1.gguf "$f" "$t"
+done
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== ASan+UBSan build: unit tests"

@@ -15,7 +15,12 @@ std::string show(float value) {
   return std::string(buffer, result.ptr);
 }
 
-std::string show(int64_t value) { return std::to_string(value); }
+std::string show(int32_t value) {
+  return std::to_string(value);
+}
+std::string show(size_t value) {
+  return std::to_string(value);
+}
 
 // Well-formed UTF-8 per RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
 bool valid_utf8(std::string_view text) {
@@ -92,26 +97,25 @@ std::optional<std::string> SamplingParams::validate(std::optional<int32_t> vocab
     return "logprobs must be in [0, " + show(kMaxLogprobs) + "], got " + show(*logprobs);
   }
   if (stop.size() > kMaxStopStrings) {
-    return "stop may hold at most " + show(static_cast<int64_t>(kMaxStopStrings)) +
-           " strings, got " + show(static_cast<int64_t>(stop.size()));
+    return "stop may hold at most " + show(kMaxStopStrings) + " strings, got " + show(stop.size());
   }
   for (size_t i = 0; i < stop.size(); ++i) {
-    const std::string where = "stop[" + show(static_cast<int64_t>(i)) + "]";
+    const std::string where = "stop[" + show(i) + "]";
     if (stop[i].empty()) return where + " must not be empty";
     if (stop[i].size() > kMaxStopStringBytes) {
-      return where + " must be at most " + show(static_cast<int64_t>(kMaxStopStringBytes)) +
-             " bytes long, got " + show(static_cast<int64_t>(stop[i].size()));
+      return where + " must be at most " + show(kMaxStopStringBytes) + " bytes long, got " +
+             show(stop[i].size());
     }
     if (!valid_utf8(stop[i])) return where + " is not valid UTF-8";
   }
   if (stop_token_ids.size() > kMaxStopTokenIds) {
-    return "stop_token_ids may hold at most " + show(static_cast<int64_t>(kMaxStopTokenIds)) +
-           " ids, got " + show(static_cast<int64_t>(stop_token_ids.size()));
+    return "stop_token_ids may hold at most " + show(kMaxStopTokenIds) + " ids, got " +
+           show(stop_token_ids.size());
   }
   for (size_t i = 0; i < stop_token_ids.size(); ++i) {
     const int32_t id = stop_token_ids[i];
     if (id < 0 || (vocab_size && id >= *vocab_size)) {
-      std::string message = "stop_token_ids[" + show(static_cast<int64_t>(i)) + "] must be ";
+      std::string message = "stop_token_ids[" + show(i) + "] must be ";
       message += vocab_size ? "in [0, " + show(*vocab_size) + ")" : std::string(">= 0");
       return message + ", got " + show(id);
     }

@@ -1,5 +1,7 @@
 #include "format/gguf_value.h"
 
+#include <fmt/format.h>
+
 #include <limits>
 
 #include "core/error.h"
@@ -25,6 +27,34 @@ const char* value_type_name(ValueType type) {
   return "unknown";
 }
 
+std::string escape(std::string_view s, size_t max_bytes) {
+  std::string out;
+  out.reserve(s.size() < max_bytes ? s.size() : max_bytes);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // Stop at the limit, but not between a UTF-8 lead byte and its (at most 3) continuation
+    // bytes.
+    if (i >= max_bytes && ((c & 0xc0) != 0x80 || i >= max_bytes + 3)) {
+      out += "...";
+      break;
+    }
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\x{:02x}", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
 bool Value::is_integer() const {
   return std::holds_alternative<uint64_t>(data_) || std::holds_alternative<int64_t>(data_);
 }
@@ -32,7 +62,7 @@ bool Value::is_integer() const {
 int64_t Value::as_i64() const {
   if (const auto* u = std::get_if<uint64_t>(&data_)) {
     if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      throw Error("integer value out of range");
+      throw Error("integer value " + std::to_string(*u) + " is out of range");
     }
     return static_cast<int64_t>(*u);
   }
@@ -43,7 +73,9 @@ int64_t Value::as_i64() const {
 uint64_t Value::as_u64() const {
   if (const auto* u = std::get_if<uint64_t>(&data_)) return *u;
   if (const auto* i = std::get_if<int64_t>(&data_)) {
-    if (*i < 0) throw Error("negative value where an unsigned one is expected");
+    if (*i < 0) {
+      throw Error("negative value " + std::to_string(*i) + " where an unsigned one is expected");
+    }
     return static_cast<uint64_t>(*i);
   }
   throw Error(std::string("expected an integer, found ") + value_type_name(type_));
@@ -74,16 +106,10 @@ const Value::Array& Value::as_array() const {
 std::string Value::to_display_string(size_t max_items) const {
   switch (type_) {
     case ValueType::STRING: {
-      const auto& s = as_string();
-      std::string out = "\"";
-      for (size_t i = 0; i < s.size() && i < 200; ++i) {
-        const char c = s[i];
-        if (c == '\n') out += "\\n";
-        else if (c == '"') out += "\\\"";
-        else out += c;
-      }
-      if (s.size() > 200) out += "...";
-      return out + "\"";
+      std::string out = "\"";  // appended: GCC 12 warns falsely on "literal" + std::string&&
+      out += escape(as_string());
+      out += '"';
+      return out;
     }
     case ValueType::ARRAY: {
       const auto& a = as_array();
@@ -92,14 +118,18 @@ std::string Value::to_display_string(size_t max_items) const {
         if (i) out += ", ";
         out += a[i].to_display_string(max_items);
       }
-      if (a.size() > max_items) out += ", ... (" + std::to_string(a.size()) + " items)";
+      if (a.size() > max_items) {
+        out += (max_items ? ", ... (" : "... (") + std::to_string(a.size()) + " items)";
+      }
       return out + "]";
     }
     case ValueType::BOOL: return as_bool() ? "true" : "false";
-    case ValueType::FLOAT32:
-    case ValueType::FLOAT64: return std::to_string(as_f64());
+    // Shortest text that reads back as the same value; a float32 as a float, so that
+    // 1e-5f shows as 1e-05 and not as its double expansion.
+    case ValueType::FLOAT32: return fmt::format("{}", static_cast<float>(std::get<double>(data_)));
+    case ValueType::FLOAT64: return fmt::format("{}", std::get<double>(data_));
     default:
-      if (std::holds_alternative<int64_t>(data_)) return std::to_string(std::get<int64_t>(data_));
+      if (const auto* i = std::get_if<int64_t>(&data_)) return std::to_string(*i);
       return std::to_string(std::get<uint64_t>(data_));
   }
 }

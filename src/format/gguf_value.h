@@ -1,8 +1,12 @@
 #pragma once
 // A GGUF metadata value: a scalar, a string, or an array of values (arrays may nest).
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -26,6 +30,11 @@ enum class ValueType : uint32_t {
 };
 
 const char* value_type_name(ValueType type);
+
+// `s` made printable on one line: backslash, double quote and control bytes escaped (\n, \t,
+// \xNN), other bytes (UTF-8 included) kept; cut after about `max_bytes` bytes, never inside
+// a UTF-8 sequence, with "..." appended. For messages and listings of text from a file.
+std::string escape(std::string_view s, size_t max_bytes = 200);
 
 class Value {
  public:
@@ -68,11 +77,17 @@ class Value {
   const std::string& as_string() const;
   const Array& as_array() const;
 
+  // One line for listings: strings quoted and escaped, floats in shortest form ("1e-05"),
+  // arrays as "[a, b, ... (n items)]" showing at most `max_items` items per level.
   std::string to_display_string(size_t max_items = 8) const;
 
  private:
   using Data = std::variant<uint64_t, int64_t, double, bool, std::string, Array>;
-  Value(ValueType type, Data data) : type_(type), data_(std::move(data)) {}
+  // Constructs the alternative in place (moving a whole Data makes GCC 12 warn falsely of
+  // uninitialized reads in sanitizer builds).
+  template <typename T>
+  Value(ValueType type, T&& v)
+      : type_(type), data_(std::in_place_type<std::decay_t<T>>, std::forward<T>(v)) {}
 
   ValueType type_;
   ValueType elem_type_ = ValueType::UINT8;

@@ -1,0 +1,46 @@
+#pragma once
+// What the CPU can do (from CPUID and XGETBV) and which SIMD level the kernels use. The level
+// is the best the CPU supports unless the environment variable TOKAMAK_CPU_ISA asks for a
+// lower one (scalar | avx2 | avx512), e.g. to compare kernels or to reproduce a result of
+// another machine. Kernel files compiled for a level are only ever called at that level.
+
+#include <optional>
+#include <string_view>
+
+namespace tokamak {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512_vnni = false;
+  bool avx512_bf16 = false;
+  bool avx_vnni = false;
+};
+
+// SIMD levels, in increasing order. Avx2 needs AVX2+FMA+F16C; Avx512 needs F/BW/VL/DQ and
+// VNNI besides (BF16 is optional: its kernels check `avx512_bf16` themselves).
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+std::string_view isa_name(Isa isa);
+std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avx512"
+
+// Features of this CPU, read once (OS support for the register state included).
+const CpuFeatures& cpu_features();
+
+// The best level that `f` supports.
+Isa best_isa(const CpuFeatures& f);
+
+// The level chosen for `f` when `requested` names one (an environment value, say): it must
+// name a known level that `f` supports, else Error. With no request, best_isa(f).
+Isa resolve_isa(const CpuFeatures& f, std::optional<std::string_view> requested);
+
+// resolve_isa(cpu_features(), $TOKAMAK_CPU_ISA), evaluated on every call (cheap); throws
+// Error for a bad value.
+Isa selected_isa();
+
+}  // namespace tokamak

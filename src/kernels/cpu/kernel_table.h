@@ -1,0 +1,75 @@
+#pragma once
+// The per-ISA kernels, as a table of function pointers chosen once from the CPU's features
+// (see core/cpu_features.h). Every entry has a scalar twin in the Scalar table that the
+// tests compare it with. Kernels take raw pointers and sizes and know nothing of tensors.
+//
+// Reduction order: each kernel sums in one fixed order for given n, whatever the caller's
+// batching or threading, so a result never depends on how work is split. Different ISAs
+// may round differently (SIMD lanes); the conversions (to_*) are exact and equal in all.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace tokamak::cpu {
+
+// Dot product of a weight row and an activation row of n elements, each in its encoding
+// (the activation encoding of weight type W is given by activation_dtype(W) in matmul.h).
+using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Four weight rows (w_stride bytes apart) against one activation row: out[r] is bitwise
+// equal to dot(n, w + r * w_stride, x). Shares the activation loads and hides latency.
+using VecDot4Fn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, float* out);
+// Encodes n floats into an activation row.
+using ConvertFn = void (*)(const float* x, void* y, int64_t n);
+
+struct DotKernel {
+  VecDotFn dot;
+  VecDot4Fn dot4;
+};
+
+struct KernelTable {
+  Isa isa;
+
+  // Activation encoders; q8 ones need n % 32 == 0.
+  ConvertFn to_q8_0;  // weights Q8_0, Q4_0
+  ConvertFn to_q8_1;  // weights Q4_1
+  ConvertFn to_f16;   // weights F16 (and attention queries against the F16 KV cache)
+  ConvertFn to_bf16;  // weights BF16
+
+  // Dot products by weight type, against that type's activation encoding: q4_0 and q8_0
+  // with Q8_0, q4_1 with Q8_1, f16 with F16, bf16 with BF16, f32 with F32. Block types need
+  // n % 32 == 0; the others take any n.
+  DotKernel q4_0;
+  DotKernel q4_1;
+  DotKernel q8_0;
+  DotKernel f16;
+  DotKernel bf16;
+  DotKernel f32;
+
+  // out = silu(gate) * up, rounding as ggml does (ggml_math.h); out may alias.
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+
+  // One query head over n_kv cached positions; see attention.h for the arithmetic.
+  // scores: n_kv floats and probs: n_kv halves of scratch.
+  void (*attention)(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
+                    int64_t v_stride, int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v,
+                    float scale, bool single_token_order, float* out, float* scores,
+                    uint16_t* probs);
+};
+
+// dot4 as four calls of dot, for kernels without a four-row form.
+template <VecDotFn Dot>
+void dot4_by_rows(int64_t n, const void* w, size_t w_stride, const void* x, float* out) {
+  for (int r = 0; r < 4; ++r) out[r] = Dot(n, static_cast<const char*>(w) + r * w_stride, x);
+}
+
+// The table of one level; `isa` must be supported by this CPU (resolve it first).
+const KernelTable& kernel_table(Isa isa);
+
+// Per-level tables, defined in kernels_<isa>.cpp (only the matching level may call them).
+const KernelTable& scalar_kernel_table();
+const KernelTable& avx2_kernel_table();
+const KernelTable& avx512_kernel_table(bool with_bf16);
+
+}  // namespace tokamak::cpu

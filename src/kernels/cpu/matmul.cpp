@@ -1,0 +1,105 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace tokamak::cpu {
+namespace {
+
+const DotKernel* dot_for(const KernelTable& kt, DType wtype) {
+  switch (wtype) {
+    case DType::F32:
+      return &kt.f32;
+    case DType::F16:
+      return &kt.f16;
+    case DType::BF16:
+      return &kt.bf16;
+    case DType::Q8_0:
+      return &kt.q8_0;
+    case DType::Q4_0:
+      return &kt.q4_0;
+    case DType::Q4_1:
+      return &kt.q4_1;
+    default:
+      return nullptr;
+  }
+}
+
+ConvertFn convert_for(const KernelTable& kt, DType wtype) {
+  switch (wtype) {
+    case DType::F16:
+      return kt.to_f16;
+    case DType::BF16:
+      return kt.to_bf16;
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return kt.to_q8_0;
+    case DType::Q4_1:
+      return kt.to_q8_1;
+    default:
+      return nullptr;
+  }
+}
+
+// Weight rows per tile: a tile stays in L1 while every activation row passes over it.
+constexpr size_t kTileBytes = 16 * 1024;
+
+}  // namespace
+
+bool matmul_supports(DType wtype) {
+  return dot_for(scalar_kernel_table(), wtype) != nullptr;
+}
+
+DType activation_dtype(DType wtype) {
+  switch (wtype) {
+    case DType::F16:
+      return DType::F16;
+    case DType::BF16:
+      return DType::BF16;
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return DType::Q8_0;
+    case DType::Q4_1:
+      return DType::Q8_1;
+    default:
+      return DType::F32;
+  }
+}
+
+void convert_rows(const KernelTable& kt, DType wtype, const float* x, int64_t x_stride, int64_t k,
+                  int64_t r0, int64_t r1, void* xq) {
+  const ConvertFn convert = convert_for(kt, wtype);
+  assert(convert != nullptr);
+  const size_t row = row_bytes(activation_dtype(wtype), k);
+  for (int64_t r = r0; r < r1; ++r) {
+    convert(x + r * x_stride, static_cast<uint8_t*>(xq) + static_cast<size_t>(r) * row, k);
+  }
+}
+
+void matmul_rows(const KernelTable& kt, DType wtype, const void* w, size_t w_stride, const void* xq,
+                 size_t xq_stride, int64_t m, int64_t k, int64_t j0, int64_t j1, float* y,
+                 int64_t y_stride) {
+  const DotKernel* kernel = dot_for(kt, wtype);
+  assert(kernel != nullptr);
+  const VecDotFn dot = kernel->dot;
+  const VecDot4Fn dot4 = kernel->dot4;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(xq);
+  const int64_t tile =
+      std::max<int64_t>(1, static_cast<int64_t>(kTileBytes / std::max<size_t>(w_stride, 1)));
+  for (int64_t t0 = j0; t0 < j1; t0 += tile) {
+    const int64_t t1 = std::min(j1, t0 + tile);
+    for (int64_t i = 0; i < m; ++i) {
+      const uint8_t* xrow = xb + static_cast<size_t>(i) * xq_stride;
+      float* yrow = y + i * y_stride;
+      // Four weight rows at a time, the rest one by one: the same value either way.
+      int64_t j = t0;
+      for (; j + 4 <= t1; j += 4) {
+        dot4(k, wb + static_cast<size_t>(j) * w_stride, w_stride, xrow, yrow + j);
+      }
+      for (; j < t1; ++j) yrow[j] = dot(k, wb + static_cast<size_t>(j) * w_stride, xrow);
+    }
+  }
+}
+
+}  // namespace tokamak::cpu

@@ -1,0 +1,39 @@
+#pragma once
+// Matrix multiplication y = x · wᵀ on raw pointers, the way ggml's CPU backend does it:
+// the activation rows x (m, k) F32 are first encoded in the activation type that goes with
+// the weight type (convert_rows), then every output element y[i][j] is the kernel table's
+// dot product of weight row j and encoded activation row i. Each element is one call of one
+// dot function, so it does not depend on m, on the tiling or on the thread split.
+//
+//   weight dtype   activation encoding
+//   F32            F32 (used as is)
+//   F16            F16
+//   BF16           BF16
+//   Q8_0, Q4_0     Q8_0
+//   Q4_1           Q8_1
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace tokamak::cpu {
+
+// True for the weight dtypes above.
+bool matmul_supports(DType wtype);
+
+DType activation_dtype(DType wtype);
+
+// Encodes rows [r0, r1) of x (rows of k floats, row stride x_stride floats) into `xq`, whose
+// rows are row_bytes(activation_dtype(wtype), k) bytes apart. Not for F32 weights.
+void convert_rows(const KernelTable& kt, DType wtype, const float* x, int64_t x_stride, int64_t k,
+                  int64_t r0, int64_t r1, void* xq);
+
+// y[i * y_stride + j] = dot(w row j, xq row i) for i in [0, m) and j in [j0, j1).
+// w rows are w_stride bytes apart; xq rows xq_stride bytes apart (encoded as above).
+void matmul_rows(const KernelTable& kt, DType wtype, const void* w, size_t w_stride, const void* xq,
+                 size_t xq_stride, int64_t m, int64_t k, int64_t j0, int64_t j1, float* y,
+                 int64_t y_stride);
+
+}  // namespace tokamak::cpu

@@ -1,0 +1,158 @@
+// The llama forward pass (llama 1-3, SmolLM, TinyLlama, ...), written against ops/ only:
+//
+//   x = embed(tokens)
+//   for each layer:
+//     h = rmsnorm(x) ; q, k, v = h·Wq, h·Wk, h·Wv ; rope(q, k)
+//     cache[k, v at positions] ; x += attention(q, cache) · Wo
+//     h = rmsnorm(x) ; x += (silu(h·Wgate) * (h·Wup)) · Wdown
+//   logits = rmsnorm(x[logit_rows]) · Woutput        (Woutput = token_embd when tied)
+
+#include <cmath>
+#include <memory>
+#include <utility>
+
+#include "core/aligned_buffer.h"
+#include "core/error.h"
+#include "format/gguf.h"
+#include "model/arch/architectures.h"
+#include "model/compute_context.h"
+#include "model/llama_weights.h"
+
+namespace tokamak {
+namespace {
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(std::shared_ptr<const gguf::File> file, const HParams& hp, const ModelOptions& opts)
+      : file_(std::move(file)),
+        hp_(hp),
+        w_(LlamaWeights::load(*file_, hp_)),
+        compute_(opts),
+        max_tokens_(opts.max_batch_tokens),
+        llama_cpp_decode_rounding_(opts.llama_cpp_decode_rounding),
+        n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096)) {
+    const size_t t = static_cast<size_t>(max_tokens_);
+    x_ = AlignedBuffer<float>(t * hp_.n_embd);
+    h_ = AlignedBuffer<float>(t * hp_.n_embd);
+    q_ = AlignedBuffer<float>(t * hp_.q_dim());
+    k_ = AlignedBuffer<float>(t * hp_.k_dim());
+    v_ = AlignedBuffer<float>(t * hp_.v_dim());
+    att_ = AlignedBuffer<float>(t * hp_.attn_out_dim());
+    proj_ = AlignedBuffer<float>(t * hp_.n_embd);
+    gate_ = AlignedBuffer<float>(t * hp_.n_ff);
+    up_ = AlignedBuffer<float>(t * hp_.n_ff);
+    const int64_t max_k = std::max({hp_.n_embd, hp_.n_ff, hp_.attn_out_dim()});
+    compute_.ops().reserve(max_tokens_, max_k);
+  }
+
+  const HParams& hparams() const override { return hp_; }
+  int32_t n_ctx() const override { return n_ctx_; }
+  int32_t max_batch_tokens() const override { return max_tokens_; }
+
+  std::unique_ptr<KVCache> new_kv_cache(int32_t n_ctx) const override {
+    if (n_ctx < 0) throw Error("new_kv_cache: negative n_ctx");
+    return std::make_unique<KVCache>(hp_.n_layer, n_ctx > 0 ? n_ctx : n_ctx_, hp_.k_dim(),
+                                     hp_.v_dim());
+  }
+
+  void forward(const Batch& batch, KVCache& kv, std::span<float> logits) override;
+
+ private:
+  // A (rows, cols) F32 view of the first `rows` rows of a workspace.
+  static Tensor view(AlignedBuffer<float>& buf, int64_t rows, int64_t cols) {
+    return Tensor::contiguous(DType::F32, {rows, cols}, buf.data());
+  }
+
+  std::shared_ptr<const gguf::File> file_;  // keeps the mapped weights alive
+  HParams hp_;
+  LlamaWeights w_;
+  ComputeContext compute_;
+  int32_t max_tokens_;
+  bool llama_cpp_decode_rounding_;
+  int32_t n_ctx_;
+
+  // Workspaces, sized for max_tokens_ rows:
+  AlignedBuffer<float> x_;     // (t, n_embd)        residual stream
+  AlignedBuffer<float> h_;     // (t, n_embd)        normalised input of a block
+  AlignedBuffer<float> q_;     // (t, n_head, hd_k)
+  AlignedBuffer<float> k_;     // (t, n_head_kv, hd_k)
+  AlignedBuffer<float> v_;     // (t, n_head_kv * hd_v)
+  AlignedBuffer<float> att_;   // (t, n_head * hd_v) attention output
+  AlignedBuffer<float> proj_;  // (t, n_embd)        output of Wo / Wdown
+  AlignedBuffer<float> gate_;  // (t, n_ff)
+  AlignedBuffer<float> up_;    // (t, n_ff)
+};
+
+void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logits) {
+  validate_batch(batch, kv, hp_, max_tokens_, logits.size());
+  Ops& ops = compute_.ops();
+  const int64_t t = static_cast<int64_t>(batch.tokens.size());
+  const int32_t pos0 = kv.size();
+
+  const Tensor x = view(x_, t, hp_.n_embd);
+  const Tensor h = view(h_, t, hp_.n_embd);
+  const Tensor q = view(q_, t, hp_.q_dim());
+  const Tensor k = view(k_, t, hp_.k_dim());
+  const Tensor v = view(v_, t, hp_.v_dim());
+  const Tensor q_heads = Tensor::contiguous(DType::F32, {t, hp_.n_head, hp_.head_dim_k}, q_.data());
+  const Tensor k_heads =
+      Tensor::contiguous(DType::F32, {t, hp_.n_head_kv, hp_.head_dim_k}, k_.data());
+  const Tensor att = view(att_, t, hp_.attn_out_dim());
+  const Tensor proj = view(proj_, t, hp_.n_embd);
+  const Tensor gate = view(gate_, t, hp_.n_ff);
+  const Tensor up = view(up_, t, hp_.n_ff);
+
+  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
+  const AttentionParams attn{hp_.n_head,
+                             hp_.n_head_kv,
+                             hp_.head_dim_k,
+                             hp_.head_dim_v,
+                             1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k)),
+                             llama_cpp_decode_rounding_ && t == 1};
+
+  // x = token embeddings
+  ops.embedding(w_.token_embd, batch.tokens, x);
+
+  for (int32_t l = 0; l < hp_.n_layer; ++l) {
+    const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
+
+    // Attention block: project, rotate, cache K/V, attend over the cache, project back.
+    ops.rmsnorm(x, L.attn_norm, hp_.rms_eps, h);
+    ops.matmul(h, L.wq, q);
+    ops.matmul(h, L.wk, k);
+    ops.matmul(h, L.wv, v);
+    ops.rope(q_heads, batch.positions, rope);
+    ops.rope(k_heads, batch.positions, rope);
+    ops.copy(k, kv.key_rows(l, pos0, static_cast<int32_t>(t)));
+    ops.copy(v, kv.value_rows(l, pos0, static_cast<int32_t>(t)));
+    ops.attention(q_heads, kv.keys(l), kv.values(l), batch.positions, attn, att);
+    ops.matmul(att, L.wo, proj);
+    ops.add(x, proj, x);
+
+    // Feed-forward block (SwiGLU).
+    ops.rmsnorm(x, L.ffn_norm, hp_.rms_eps, h);
+    ops.matmul(h, L.w_gate, gate);
+    ops.matmul(h, L.w_up, up);
+    ops.silu_mul(gate, up, gate);
+    ops.matmul(gate, L.w_down, proj);
+    ops.add(x, proj, x);
+  }
+  kv.advance(static_cast<int32_t>(t));
+
+  // Logits for the requested rows only: gather, normalise, project onto the vocabulary.
+  const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+  if (n_out == 0) return;
+  const Tensor rows = view(h_, n_out, hp_.n_embd);
+  ops.embedding(x, batch.logit_rows, rows);
+  ops.rmsnorm(rows, w_.output_norm, hp_.rms_eps, rows);
+  ops.matmul(rows, w_.output, Tensor::contiguous(DType::F32, {n_out, hp_.n_vocab}, logits.data()));
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama_model(std::shared_ptr<const gguf::File> file,
+                                        const HParams& hparams, const ModelOptions& opts) {
+  return std::make_unique<LlamaModel>(std::move(file), hparams, opts);
+}
+
+}  // namespace tokamak

@@ -1,0 +1,27 @@
+#pragma once
+// What a model computes with: the kernel thread pool (its own, or one it was given) and the
+// backend's Ops, built once from ModelOptions.
+
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "model/model_options.h"
+#include "ops/ops.h"
+
+namespace tokamak {
+
+class ComputeContext {
+ public:
+  // Throws Error when opts.isa (or TOKAMAK_CPU_ISA) names a level this CPU lacks.
+  explicit ComputeContext(const ModelOptions& opts);
+
+  Ops& ops() { return *ops_; }
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_;
+  std::unique_ptr<Ops> ops_;
+};
+
+}  // namespace tokamak

@@ -1,0 +1,52 @@
+#pragma once
+// A loaded model: the public face of model/. Model::load reads the architecture from the
+// GGUF file and builds it through the architecture registry (model/registry.h); the forward
+// pass of each architecture lives in model/arch/<name>.cpp, written against ops/ only.
+//
+// Typical use (one sequence):
+//   auto model = Model::load(file, {.n_threads = 2});
+//   auto kv = model->new_kv_cache(0);
+//   std::vector<float> logits(model->hparams().n_vocab);
+//   model->forward({prompt, positions, last_row}, *kv, logits);   // prefill (chunked by caller)
+//   model->forward({next, {pos}, {0}}, *kv, logits);              // decode, one token a step
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "model/hparams.h"
+#include "model/model_options.h"
+
+namespace tokamak {
+
+namespace gguf {
+class File;
+}
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Builds the model of `file`'s architecture; throws Error naming the file and the problem
+  // (unknown architecture, bad hyper-parameters, missing or malformed tensors). The weights
+  // stay in the file's memory map, which the model keeps alive through `file`.
+  static std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file,
+                                     const ModelOptions& opts = {});
+
+  virtual const HParams& hparams() const = 0;
+  virtual int32_t n_ctx() const = 0;  // the default cache length
+  virtual int32_t max_batch_tokens() const = 0;
+
+  // A cache of n_ctx positions (0 = n_ctx()) shaped for this model.
+  virtual std::unique_ptr<KVCache> new_kv_cache(int32_t n_ctx = 0) const = 0;
+
+  // Runs the batch, appending its K/V to `kv`; writes logits (logit_rows.size(), n_vocab)
+  // row-major into `logits`. Allocates nothing. Throws Error for a batch that does not fit
+  // (empty, more than max_batch_tokens, past the cache, positions not continuing the cache,
+  // token ids out of the vocabulary, logit rows out of order, wrong logits size).
+  virtual void forward(const Batch& batch, KVCache& kv, std::span<float> logits) = 0;
+};
+
+}  // namespace tokamak

@@ -1,0 +1,26 @@
+#pragma once
+// How to run a model: threads, batch and context sizes, kernel level.
+
+#include <cstdint>
+#include <optional>
+
+#include "core/cpu_features.h"
+
+namespace tokamak {
+
+class ThreadPool;
+
+struct ModelOptions {
+  int n_threads = 0;               // kernel threads; 0 = one per hardware thread
+  ThreadPool* pool = nullptr;      // use this pool (outliving the model) instead of a new one
+  int32_t max_batch_tokens = 512;  // most tokens in one forward (the prefill chunk)
+  int32_t n_ctx = 0;               // default cache length; 0 = min(context_length, 4096)
+  std::optional<Isa> isa;          // kernel level; default selected_isa() (TOKAMAK_CPU_ISA)
+  // Reproduce llama.cpp bit for bit, including its single-token (decode) rounding of
+  // attention, which differs from its multi-token rounding: results then depend on whether a
+  // batch holds one token or more (no batch invariance). Off: every batch rounds as
+  // llama.cpp's prompt processing does, whatever its size.
+  bool llama_cpp_decode_rounding = false;
+};
+
+}  // namespace tokamak

@@ -1,0 +1,246 @@
+#include "ops/cpu_ops.h"
+
+#include <cassert>
+#include <cstring>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+
+namespace tokamak {
+namespace {
+
+// Work below this many element-operations runs on the calling thread: waking the pool costs
+// more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 15;
+
+// A tensor seen as rows of its innermost dimension: rows may be strided (stride[0] of a 2-D
+// view), anything of higher rank must be contiguous.
+struct Rows {
+  uint8_t* data;
+  int64_t n_rows;
+  int64_t n_cols;
+  int64_t stride;  // bytes between rows
+  DType dtype;
+
+  template <typename T>
+  T* row(int64_t r) const {
+    return reinterpret_cast<T*>(data + r * stride);
+  }
+};
+
+Rows as_rows(const Tensor& t) {
+  assert(t.rank >= 1 && t.device == Device::CPU && t.data != nullptr);
+  const int64_t row = static_cast<int64_t>(row_bytes(t.dtype, t.row_size()));
+  if (t.rank == 2) {
+    assert(t.stride[1] == static_cast<int64_t>(dtype_info(t.dtype).type_size));
+    assert(t.stride[0] >= row);
+    return {static_cast<uint8_t*>(t.data), t.shape[0], t.shape[1], t.stride[0], t.dtype};
+  }
+  assert(t.is_contiguous());
+  return {static_cast<uint8_t*>(t.data), t.n_rows(), t.row_size(), row, t.dtype};
+}
+
+}  // namespace
+
+CpuOps::CpuOps(ThreadPool& pool, Isa isa) : pool_(pool), kt_(cpu::kernel_table(isa)) {}
+
+std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa) {
+  return std::make_unique<CpuOps>(pool, isa);
+}
+
+void CpuOps::reserve(int64_t max_rows, int64_t max_k) {
+  // Two bytes per element covers every activation encoding (F16/BF16; Q8_x take 1.125).
+  const size_t need = static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 + 64;
+  if (scratch_.size() < need) scratch_ = AlignedBuffer<uint8_t>(need);
+}
+
+void CpuOps::for_rows(int64_t n, int64_t cost_per_row,
+                      const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (pool_.n_threads() == 1 || n == 1 || n * cost_per_row < kMinParallelWork) {
+    fn(0, n);
+  } else {
+    pool_.parallel_for(n, fn);
+  }
+}
+
+void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
+  const Rows xr = as_rows(x);
+  const Rows wr = as_rows(w);
+  const Rows yr = as_rows(y);
+  assert(xr.dtype == DType::F32 && yr.dtype == DType::F32);
+  assert(cpu::matmul_supports(wr.dtype));
+  assert(xr.n_cols == wr.n_cols && yr.n_rows == xr.n_rows && yr.n_cols == wr.n_rows);
+  const int64_t m = xr.n_rows;
+  const int64_t k = xr.n_cols;
+  const int64_t n = wr.n_rows;
+  if (m == 0 || n == 0) return;
+
+  // Encode the activations once (F32 weights use them as they are).
+  const void* xq = xr.data;
+  size_t xq_stride = static_cast<size_t>(xr.stride);
+  if (wr.dtype != DType::F32) {
+    const DType act = cpu::activation_dtype(wr.dtype);
+    xq_stride = row_bytes(act, k);
+    if (scratch_.size() < xq_stride * static_cast<size_t>(m)) reserve(m, k);
+    uint8_t* dst = scratch_.data();
+    const float* src = xr.row<const float>(0);
+    const int64_t x_stride = xr.stride / static_cast<int64_t>(sizeof(float));
+    for_rows(m, k, [&](int64_t r0, int64_t r1) {
+      cpu::convert_rows(kt_, wr.dtype, src, x_stride, k, r0, r1, dst);
+    });
+    xq = dst;
+  }
+
+  const int64_t y_stride = yr.stride / static_cast<int64_t>(sizeof(float));
+  float* yp = yr.row<float>(0);
+  const auto run = [&](int64_t j0, int64_t j1) {
+    cpu::matmul_rows(kt_, wr.dtype, wr.data, static_cast<size_t>(wr.stride), xq, xq_stride, m, k,
+                     j0, j1, yp, y_stride);
+  };
+  if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
+    run(0, n);
+  } else {
+    pool_.parallel_for(n, run);
+  }
+}
+
+void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
+  const Rows xr = as_rows(x);
+  const Rows yr = as_rows(y);
+  assert(xr.dtype == DType::F32 && yr.dtype == DType::F32 && weight.dtype == DType::F32);
+  assert(weight.n_elements() == xr.n_cols && xr.n_rows == yr.n_rows && xr.n_cols == yr.n_cols);
+  const auto* wp = weight.ptr<const float>();
+  for_rows(xr.n_rows, xr.n_cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      cpu::rmsnorm_row(xr.row<const float>(r), wp, yr.row<float>(r), xr.n_cols, eps);
+    }
+  });
+}
+
+void CpuOps::rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
+  assert(x.rank == 3 && x.dtype == DType::F32 && x.is_contiguous());
+  const int64_t n_tokens = x.shape[0];
+  const int64_t n_heads = x.shape[1];
+  const int64_t head_dim = x.shape[2];
+  assert(static_cast<int64_t>(positions.size()) == n_tokens);
+  assert(params.n_rot > 0 && params.n_rot % 2 == 0 && params.n_rot <= head_dim &&
+         params.n_rot <= cpu::kMaxHeadDim);
+  const cpu::RopeConfig cfg{params.n_rot, params.freq_base, params.freq_scale};
+  float* base = x.ptr<float>();
+  for_rows(n_tokens, n_heads * head_dim, [&](int64_t t0, int64_t t1) {
+    float cos_sin[cpu::kMaxHeadDim];
+    for (int64_t t = t0; t < t1; ++t) {
+      cpu::rope_cos_sin(cfg, positions[static_cast<size_t>(t)], cos_sin);
+      cpu::rope_apply(base + t * n_heads * head_dim, n_heads, head_dim, params.n_rot, cos_sin);
+    }
+  });
+}
+
+void CpuOps::attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       std::span<const int32_t> positions, const AttentionParams& p,
+                       const Tensor& out) {
+  assert(q.rank == 3 && q.dtype == DType::F32 && q.is_contiguous());
+  assert(p.n_head > 0 && p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0);
+  assert(q.shape[1] == p.n_head && q.shape[2] == p.head_dim_k);
+  const Rows kr = as_rows(k);
+  const Rows vr = as_rows(v);
+  const Rows outr = as_rows(out);
+  assert(kr.dtype == DType::F16 && vr.dtype == DType::F16 && outr.dtype == DType::F32);
+  assert(kr.n_cols == int64_t{p.n_head_kv} * p.head_dim_k);
+  assert(vr.n_cols == int64_t{p.n_head_kv} * p.head_dim_v && vr.n_rows == kr.n_rows);
+  const int64_t n_tokens = q.shape[0];
+  assert(static_cast<int64_t>(positions.size()) == n_tokens);
+  assert(outr.n_rows == n_tokens && outr.n_cols == int64_t{p.n_head} * p.head_dim_v);
+
+  const int32_t group = p.n_head / p.n_head_kv;
+  const auto* qp = q.ptr<const float>();
+  const int64_t k_stride = kr.stride / 2;
+  const int64_t v_stride = vr.stride / 2;
+  const auto* kp = kr.row<const uint16_t>(0);
+  const auto* vp = vr.row<const uint16_t>(0);
+  int64_t max_kv = 0;
+  for (int32_t pos : positions) {
+    assert(pos >= 0 && pos < kr.n_rows);
+    max_kv = std::max<int64_t>(max_kv, pos + 1);
+  }
+  const int64_t n_items = n_tokens * p.n_head;
+  for_rows(n_items, max_kv * (p.head_dim_k + p.head_dim_v), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / p.n_head;
+      const int32_t h = static_cast<int32_t>(i % p.n_head);
+      const int32_t hk = h / group;
+      const int64_t n_kv = int64_t{positions[static_cast<size_t>(t)]} + 1;
+      cpu::attention_head(kt_, qp + (t * p.n_head + h) * p.head_dim_k, kp + hk * p.head_dim_k,
+                          k_stride, vp + hk * p.head_dim_v, v_stride, n_kv, p.head_dim_k,
+                          p.head_dim_v, p.scale, p.single_token_order,
+                          outr.row<float>(t) + h * p.head_dim_v);
+    }
+  });
+}
+
+void CpuOps::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  const Rows g = as_rows(gate);
+  const Rows u = as_rows(up);
+  const Rows o = as_rows(out);
+  assert(g.dtype == DType::F32 && u.dtype == DType::F32 && o.dtype == DType::F32);
+  assert(g.n_rows == u.n_rows && g.n_rows == o.n_rows && g.n_cols == u.n_cols &&
+         g.n_cols == o.n_cols);
+  for_rows(g.n_rows, g.n_cols * 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      kt_.silu_mul(g.row<const float>(r), u.row<const float>(r), o.row<float>(r), g.n_cols);
+    }
+  });
+}
+
+void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Rows ar = as_rows(a);
+  const Rows br = as_rows(b);
+  const Rows o = as_rows(out);
+  assert(ar.dtype == DType::F32 && br.dtype == DType::F32 && o.dtype == DType::F32);
+  assert(ar.n_rows == br.n_rows && ar.n_rows == o.n_rows && ar.n_cols == br.n_cols &&
+         ar.n_cols == o.n_cols);
+  for_rows(ar.n_rows, ar.n_cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      cpu::add(ar.row<const float>(r), br.row<const float>(r), o.row<float>(r), ar.n_cols);
+    }
+  });
+}
+
+void CpuOps::embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
+  const Rows tr = as_rows(table);
+  const Rows o = as_rows(out);
+  assert(o.dtype == DType::F32 && o.n_cols == tr.n_cols);
+  assert(static_cast<int64_t>(ids.size()) == o.n_rows);
+  for_rows(o.n_rows, tr.n_cols * 2, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t id = ids[static_cast<size_t>(r)];
+      assert(id >= 0 && id < tr.n_rows);
+      cpu::embedding_row(tr.dtype, tr.data, static_cast<size_t>(tr.stride), id, tr.n_cols,
+                         o.row<float>(r));
+    }
+  });
+}
+
+void CpuOps::copy(const Tensor& src, const Tensor& dst) {
+  const Rows s = as_rows(src);
+  const Rows d = as_rows(dst);
+  assert(s.dtype == DType::F32 && (d.dtype == DType::F32 || d.dtype == DType::F16));
+  assert(s.n_rows == d.n_rows && s.n_cols == d.n_cols);
+  for_rows(s.n_rows, s.n_cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (d.dtype == DType::F16) {
+        kt_.to_f16(s.row<const float>(r), d.row<void>(r), s.n_cols);
+      } else {
+        std::memcpy(d.row<void>(r), s.row<const void>(r),
+                    static_cast<size_t>(s.n_cols) * sizeof(float));
+      }
+    }
+  });
+}
+
+}  // namespace tokamak

@@ -1,0 +1,42 @@
+#pragma once
+// The CPU implementation of Ops: kernels from kernels/cpu chosen once per ISA, work split
+// statically across a ThreadPool (matmul by output columns = weight rows, attention by
+// (token, head), the row-wise ops by rows when there is enough work to share).
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/kernel_table.h"
+#include "ops/ops.h"
+
+namespace tokamak {
+
+class CpuOps final : public Ops {
+ public:
+  CpuOps(ThreadPool& pool, Isa isa);
+
+  Device device() const override { return Device::CPU; }
+  Isa isa() const { return kt_.isa; }
+  void reserve(int64_t max_rows, int64_t max_k) override;
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
+  void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 std::span<const int32_t> positions, const AttentionParams& params,
+                 const Tensor& out) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+
+ private:
+  // Runs fn over [0, n) rows: on the caller when the work (n * cost_per_row) is small,
+  // else split across the pool.
+  void for_rows(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int64_t)>& fn);
+
+  ThreadPool& pool_;
+  const cpu::KernelTable& kt_;
+  AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
+};
+
+}  // namespace tokamak

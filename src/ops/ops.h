@@ -1,0 +1,84 @@
+#pragma once
+// The op set that models are written against. A backend (the CPU now, CUDA later) implements
+// Ops; the model never names a backend. Each op is a front-end that checks shapes and dtypes
+// (asserts: a mismatch is a programmer error, the model validated its file at load) and
+// dispatches once to that backend's kernels. Tensors are views (core/tensor.h), shapes
+// outermost first; every op writes into tensors the caller owns, and no op allocates on the
+// step path (reserve() sizes the backend's scratch once, at load).
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/cpu_features.h"
+#include "core/tensor.h"
+
+namespace tokamak {
+
+class ThreadPool;
+
+struct RopeParams {
+  int32_t n_rot = 0;  // rotated dims per head (even, <= head_dim)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+};
+
+struct AttentionParams {
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;  // divides n_head; query head h reads KV head h / (n_head / n_head_kv)
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim_k)
+  // Sum the dot products in llama.cpp's single-token order (kernels/cpu/attention.h); the
+  // default is its multi-token order. Set only to reproduce llama.cpp's decode steps.
+  bool single_token_order = false;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  virtual Device device() const = 0;
+
+  // Sizes scratch space for matmuls of up to max_rows activation rows of up to max_k
+  // elements (called once at load; later calls only grow it).
+  virtual void reserve(int64_t max_rows, int64_t max_k) = 0;
+
+  // y (m, n) F32 = x (m, k) F32 · wᵀ for weights w (n, k) of dtype F32, F16, BF16, Q8_0,
+  // Q4_0 or Q4_1 (k a multiple of 32 for the block types). x and y must not overlap.
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+
+  // y (m, n) = x / rms(x) * weight (n), row by row; y may be x.
+  virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
+
+  // Rotates x (t, n_heads, head_dim) F32 in place; row i is at position positions[i].
+  virtual void rope(const Tensor& x, std::span<const int32_t> positions,
+                    const RopeParams& params) = 0;
+
+  // Causal attention. q (t, n_head, head_dim_k) F32; k (n_ctx, n_head_kv * head_dim_k) and
+  // v (n_ctx, n_head_kv * head_dim_v) F16, the cache rows by position; query i attends to
+  // positions [0, positions[i]], all of which must be in k and v already.
+  // out (t, n_head * head_dim_v) F32.
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                         std::span<const int32_t> positions, const AttentionParams& params,
+                         const Tensor& out) = 0;
+
+  // out = silu(gate) * up, all (m, n) F32; out may be gate or up.
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+
+  // out = a + b, all (m, n) F32; out may be a or b.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // out (t, n) F32 = rows ids[i] of table (n_rows, n) (any supported dtype, decoded).
+  virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
+
+  // dst = src converted to dst's dtype, same shape (m, n); src F32, dst F32 or F16.
+  // Rows of dst may be strided (a range of KV cache rows, say).
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+};
+
+// The CPU backend with the kernels of `isa` (must be supported: see selected_isa()), splitting
+// work across `pool`, which must outlive it.
+std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa);
+
+}  // namespace tokamak

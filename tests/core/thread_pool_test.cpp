@@ -1,0 +1,120 @@
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace tokamak {
+namespace {
+
+TEST(ThreadPoolTest, SplitCoversRangeContiguously) {
+  for (int64_t n : {0, 1, 2, 7, 64, 1000, 1001}) {
+    for (int parts : {1, 2, 3, 8}) {
+      int64_t next = 0;
+      for (int i = 0; i < parts; ++i) {
+        const auto [b, e] = ThreadPool::split(n, parts, i);
+        EXPECT_EQ(b, next);
+        EXPECT_LE(b, e);
+        next = e;
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForVisitsEveryIndexOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.n_threads(), threads);
+    for (int64_t n : {1, 2, 3, 5, 17, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+}
+
+// The chunks depend only on n and the pool size, and each runs exactly once.
+TEST(ThreadPoolTest, ChunksAreFixedAndRunOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 5, 12, 13, 100, 1000}) {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> first;
+    for (int rep = 0; rep < 10; ++rep) {
+      std::vector<std::pair<int64_t, int64_t>> seen;
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(b, e);
+      });
+      std::sort(seen.begin(), seen.end());
+      EXPECT_EQ(static_cast<int>(seen.size()), pool.chunks_for(n));
+      for (size_t i = 0; i < seen.size(); ++i) {
+        const auto [b, e] = ThreadPool::split(n, pool.chunks_for(n), static_cast<int>(i));
+        EXPECT_EQ(seen[i], std::make_pair(b, e));
+      }
+      if (rep == 0) first = seen;
+      EXPECT_EQ(seen, first);
+    }
+  }
+  EXPECT_LE(pool.chunks_for(1000), 12);
+}
+
+// Several threads take part when there is work for them.
+TEST(ThreadPoolTest, WorkersTakePart) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  for (int rep = 0; rep < 2000 && ids.size() < 2; ++rep) {
+    pool.parallel_for(8, [&](int64_t, int64_t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    });
+  }
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST(ThreadPoolTest, ManyQuickDispatchesAndSleepingWorkers) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 5000; ++rep) {
+    pool.parallel_for(10, [&](int64_t b, int64_t e) { total += e - b; });
+  }
+  EXPECT_EQ(total.load(), 50000);
+  // Let the workers fall asleep, then wake them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  pool.parallel_for(9, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 50009);
+}
+
+TEST(ThreadPoolTest, ExceptionIsRethrownToTheCaller) {
+  ThreadPool pool(2);
+  for (int64_t bad : {0, 5, 7}) {
+    EXPECT_THROW(pool.parallel_for(8,
+                                   [&](int64_t b, int64_t e) {
+                                     if (b <= bad && bad < e) throw std::runtime_error("failed");
+                                   }),
+                 std::runtime_error);
+  }
+  // The pool is still usable.
+  std::atomic<int64_t> n{0};
+  pool.parallel_for(100, [&](int64_t b, int64_t e) { n += e - b; });
+  EXPECT_EQ(n.load(), 100);
+}
+
+TEST(ThreadPoolTest, ZeroMeansHardwareThreads) {
+  ThreadPool pool(0);
+  EXPECT_GE(pool.n_threads(), 1);
+}
+
+}  // namespace
+}  // namespace tokamak

@@ -1,0 +1,71 @@
+#include "core/cpu_features.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace tokamak {
+namespace {
+
+TEST(CpuFeaturesTest, ParseAndNames) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  EXPECT_FALSE(parse_isa("sse2").has_value());
+  EXPECT_FALSE(parse_isa("AVX2").has_value());
+}
+
+TEST(CpuFeaturesTest, BestIsaFollowsFeatures) {
+  CpuFeatures none;
+  EXPECT_EQ(best_isa(none), Isa::Scalar);
+  CpuFeatures avx2;
+  avx2.avx2 = avx2.fma = avx2.f16c = true;
+  EXPECT_EQ(best_isa(avx2), Isa::Avx2);
+  CpuFeatures no_fma = avx2;
+  no_fma.fma = false;
+  EXPECT_EQ(best_isa(no_fma), Isa::Scalar);
+  CpuFeatures avx512 = avx2;
+  avx512.avx512f = avx512.avx512bw = avx512.avx512vl = avx512.avx512dq = true;
+  EXPECT_EQ(best_isa(avx512), Isa::Avx2);  // no VNNI
+  avx512.avx512_vnni = true;
+  EXPECT_EQ(best_isa(avx512), Isa::Avx512);
+}
+
+TEST(CpuFeaturesTest, ResolveRequests) {
+  CpuFeatures avx2;
+  avx2.avx2 = avx2.fma = avx2.f16c = true;
+  EXPECT_EQ(resolve_isa(avx2, std::nullopt), Isa::Avx2);
+  EXPECT_EQ(resolve_isa(avx2, "scalar"), Isa::Scalar);
+  EXPECT_EQ(resolve_isa(avx2, "avx2"), Isa::Avx2);
+  EXPECT_THROW(resolve_isa(avx2, "avx512"), Error);  // the CPU lacks it
+  EXPECT_THROW(resolve_isa(avx2, "neon"), Error);    // unknown
+  EXPECT_THROW(resolve_isa(avx2, ""), Error);
+}
+
+TEST(CpuFeaturesTest, EnvironmentSelectsLevel) {
+  const char* old = std::getenv("TOKAMAK_CPU_ISA");
+  const std::string saved = old ? old : "";
+  setenv("TOKAMAK_CPU_ISA", "scalar", 1);
+  EXPECT_EQ(selected_isa(), Isa::Scalar);
+  setenv("TOKAMAK_CPU_ISA", "bogus", 1);
+  EXPECT_THROW(selected_isa(), Error);
+  unsetenv("TOKAMAK_CPU_ISA");
+  EXPECT_EQ(selected_isa(), best_isa(cpu_features()));
+  if (old) setenv("TOKAMAK_CPU_ISA", saved.c_str(), 1);
+}
+
+TEST(CpuFeaturesTest, ThisMachine) {
+  const CpuFeatures& f = cpu_features();
+  const Isa best = best_isa(f);
+  std::printf(
+      "cpu: avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d bf16=%d "
+      "avx_vnni=%d -> %s\n",
+      f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512_vnni,
+      f.avx512_bf16, f.avx_vnni, std::string(isa_name(best)).c_str());
+  EXPECT_EQ(cpu::kernel_table(best).isa, best);
+  EXPECT_EQ(cpu::kernel_table(Isa::Scalar).isa, Isa::Scalar);
+}
+
+}  // namespace
+}  // namespace tokamak

@@ -1,0 +1,65 @@
+#pragma once
+// Helpers shared by the kernel tests: seeded random data and the SIMD kernel tables this CPU
+// can run.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quantize.h"
+
+namespace tokamak::test {
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Every SIMD table this CPU supports, with a name for messages.
+struct NamedTable {
+  std::string name;
+  const cpu::KernelTable* table;
+};
+
+inline std::vector<NamedTable> simd_tables() {
+  std::vector<NamedTable> out;
+  const Isa best = best_isa(cpu_features());
+  if (best >= Isa::Avx2) out.push_back({"avx2", &cpu::avx2_kernel_table()});
+  if (best >= Isa::Avx512) {
+    out.push_back({"avx512", &cpu::avx512_kernel_table(false)});
+    if (cpu_features().avx512_bf16) {
+      out.push_back({"avx512+bf16", &cpu::avx512_kernel_table(true)});
+    }
+  }
+  return out;
+}
+
+// Encodes `rows` rows of k floats in dtype.
+inline std::vector<uint8_t> encode_rows(DType dtype, const std::vector<float>& x, int64_t k) {
+  const size_t rb = row_bytes(dtype, k);
+  const int64_t rows = static_cast<int64_t>(x.size()) / k;
+  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::quantize_row(dtype, x.data() + r * k, out.data() + static_cast<size_t>(r) * rb, k);
+  }
+  return out;
+}
+
+inline std::vector<float> decode_rows(DType dtype, const uint8_t* data, int64_t rows, int64_t k) {
+  std::vector<float> out(static_cast<size_t>(rows * k));
+  const size_t rb = row_bytes(dtype, k);
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::dequantize_row(dtype, data + static_cast<size_t>(r) * rb, out.data() + r * k, k);
+  }
+  return out;
+}
+
+}  // namespace tokamak::test

@@ -1,0 +1,111 @@
+#include "model/synthetic_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "model/hparams.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace tokamak {
+namespace {
+
+TEST(SyntheticModelTest, WritesAValidLlamaFileWithVocabulary) {
+  SyntheticModelSpec s;
+  s.n_vocab = 400;
+  s.weight_dtype = DType::Q4_0;
+  s.embedding_dtype = DType::F16;
+  s.tied_output = true;
+  test::TempFile tmp("synthetic");
+  const auto file = test::write_and_open(make_synthetic_model(s), tmp);
+  EXPECT_EQ(file->get_string("general.architecture"), "llama");
+  EXPECT_EQ(file->get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(file->get_int("tokenizer.ggml.bos_token_id"), 1);
+  const auto* tokens = file->get_array("tokenizer.ggml.tokens");
+  const auto* types = file->get_array("tokenizer.ggml.token_type");
+  const auto* scores = file->get_array("tokenizer.ggml.scores");
+  ASSERT_TRUE(tokens && types && scores);
+  ASSERT_EQ(tokens->size(), 400u);
+  ASSERT_EQ(types->size(), 400u);
+  ASSERT_EQ(scores->size(), 400u);
+  EXPECT_EQ((*tokens)[0].as_string(), "<unk>");
+  EXPECT_EQ((*tokens)[1].as_string(), "<s>");
+  EXPECT_EQ((*tokens)[2].as_string(), "</s>");
+  EXPECT_EQ((*tokens)[3].as_string(), "<0x00>");
+  EXPECT_EQ((*tokens)[3 + 0x41].as_string(), "<0x41>");
+  EXPECT_EQ((*types)[3 + 0x41].as_i64(), 6);
+  EXPECT_EQ((*tokens)[259].as_string(), "\xe2\x96\x81");
+  EXPECT_EQ((*tokens)[260].as_string(), "a");
+  EXPECT_EQ((*types)[260].as_i64(), 1);
+  EXPECT_EQ(file->find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(file->find_tensor("blk.1.ffn_down.weight")->dtype, DType::Q4_0);
+  EXPECT_EQ(file->find_tensor("token_embd.weight")->dtype, DType::F16);
+  const HParams hp = HParams::from_gguf(*file);
+  EXPECT_EQ(hp.n_vocab, 400);
+
+  // It runs, with finite logits of a sensible size, on a pool the caller owns.
+  ThreadPool pool(2);
+  ModelOptions opts;
+  opts.pool = &pool;
+  auto model = Model::load(file, opts);
+  auto kv = model->new_kv_cache(0);
+  EXPECT_EQ(kv->n_ctx(), 256);
+  const std::vector<int32_t> toks = {1, 300, 5}, pos = {0, 1, 2}, rows = {2};
+  std::vector<float> logits(400);
+  model->forward({toks, pos, rows}, *kv, logits);
+  float max = 0.0f;
+  for (float v : logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    max = std::max(max, std::fabs(v));
+  }
+  EXPECT_GT(max, 0.1f);
+  EXPECT_LT(max, 100.0f);
+}
+
+TEST(SyntheticModelTest, SameSeedSameBytes) {
+  SyntheticModelSpec s;
+  s.weight_dtype = DType::Q4_1;
+  const auto a = make_synthetic_model(s).to_writer().to_bytes();
+  const auto b = make_synthetic_model(s).to_writer().to_bytes();
+  EXPECT_EQ(a, b);
+  s.seed = 2;
+  EXPECT_NE(a, make_synthetic_model(s).to_writer().to_bytes());
+}
+
+// Every ISA computes the same model to within rounding.
+TEST(SyntheticModelTest, IsasAgree) {
+  SyntheticModelSpec s;
+  s.weight_dtype = DType::Q4_1;
+  s.embedding_dtype = DType::Q8_0;
+  s.tied_output = true;
+  test::TempFile tmp("isas");
+  const auto file = test::write_and_open(make_synthetic_model(s), tmp);
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
+  std::vector<float> ref;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > best_isa(cpu_features())) continue;
+    ModelOptions opts = test::options(2, 8);
+    opts.isa = isa;
+    auto model = Model::load(file, opts);
+    auto kv = model->new_kv_cache(0);
+    std::vector<float> logits(static_cast<size_t>(s.n_vocab));
+    model->forward({toks, pos, rows}, *kv, logits);
+    if (ref.empty()) {
+      ref = logits;
+      continue;
+    }
+    double max_ref = 0.0, max_err = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+      max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - logits[i]));
+    }
+    EXPECT_LE(max_err, 1e-3 * max_ref) << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace tokamak

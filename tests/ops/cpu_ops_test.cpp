@@ -1,0 +1,205 @@
+// The CPU op front-ends: results against the kernels they dispatch to and against plain
+// loops, for every ISA this CPU has and several thread counts (bitwise equal across counts).
+
+#include "ops/cpu_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/quantize.h"
+
+namespace tokamak {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out{Isa::Scalar};
+  const Isa best = best_isa(cpu_features());
+  if (best >= Isa::Avx2) out.push_back(Isa::Avx2);
+  if (best >= Isa::Avx512) out.push_back(Isa::Avx512);
+  return out;
+}
+
+std::vector<uint8_t> encode(DType d, const std::vector<float>& x, int64_t k) {
+  const size_t rb = row_bytes(d, k);
+  std::vector<uint8_t> out(rb * (x.size() / static_cast<size_t>(k)));
+  for (size_t r = 0; r < x.size() / static_cast<size_t>(k); ++r) {
+    cpu::quantize_row(d, x.data() + r * k, out.data() + r * rb, k);
+  }
+  return out;
+}
+
+class CpuOpsTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuOpsTest, MatmulIsThreadCountInvariantAndCloseToReference) {
+  const DType wt = GetParam();
+  const int64_t m = 7, k = 128, n = 200;
+  const auto wf = random_floats(static_cast<size_t>(n * k), 1);
+  const auto xf = random_floats(static_cast<size_t>(m * k), 2, -2.0f, 2.0f);
+  auto w = encode(wt, wf, k);
+  std::vector<float> wd(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j) {
+    cpu::dequantize_row(wt, w.data() + j * row_bytes(wt, k), wd.data() + j * k, k);
+  }
+  const Tensor wt_view = Tensor::contiguous(wt, {n, k}, w.data());
+  auto x = xf;
+  const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
+  for (Isa isa : isas()) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      CpuOps ops(pool, isa);
+      ops.reserve(m, k);
+      std::vector<float> y(static_cast<size_t>(m * n));
+      ops.matmul(xt, wt_view, Tensor::contiguous(DType::F32, {m, n}, y.data()));
+      if (first.empty()) {
+        first = y;
+        // Close to the product of the decoded weights and the unencoded activations.
+        const double tol = wt == DType::F32 ? 1e-5 : wt == DType::F16 ? 2e-3 : 2e-2;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t p = 0; p < k; ++p) {
+              ref += static_cast<double>(wd[j * k + p]) * xf[i * k + p];
+              mag += std::fabs(static_cast<double>(wd[j * k + p]) * xf[i * k + p]);
+            }
+            EXPECT_NEAR(y[i * n + j], ref, tol * mag) << isa_name(isa);
+          }
+        }
+      } else {
+        EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0)
+            << isa_name(isa) << " threads " << threads;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CpuOpsTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                                           DType::Q4_0, DType::Q4_1),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(CpuOpsRowTest, EmbeddingRmsnormAddSiluCopy) {
+  ThreadPool pool(2);
+  CpuOps ops(pool, best_isa(cpu_features()));
+  const int64_t vocab = 20, n = 64;
+  auto table_f = random_floats(static_cast<size_t>(vocab * n), 3);
+  auto table = encode(DType::Q8_0, table_f, n);
+  const std::vector<int32_t> ids = {3, 0, 19, 3};
+  std::vector<float> e(4 * n);
+  ops.embedding(Tensor::contiguous(DType::Q8_0, {vocab, n}, table.data()), ids,
+                Tensor::contiguous(DType::F32, {4, n}, e.data()));
+  std::vector<float> row(n);
+  cpu::dequantize_row(DType::Q8_0, table.data() + 19 * row_bytes(DType::Q8_0, n), row.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(e[2 * n + i], row[i]);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(e[0 * n + i], e[3 * n + i]);
+
+  auto w = random_floats(n, 4, 0.5f, 1.5f);
+  std::vector<float> y(4 * n);
+  const Tensor et = Tensor::contiguous(DType::F32, {4, n}, e.data());
+  const Tensor yt = Tensor::contiguous(DType::F32, {4, n}, y.data());
+  ops.rmsnorm(et, Tensor::contiguous(DType::F32, {n}, w.data()), 1e-5f, yt);
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(e[n + i]) * e[n + i];
+  const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[n + i], e[n + i] * inv * w[i], 1e-5);
+
+  std::vector<float> s(4 * n);
+  const Tensor st = Tensor::contiguous(DType::F32, {4, n}, s.data());
+  ops.add(et, yt, st);
+  for (int64_t i = 0; i < 4 * n; ++i) EXPECT_EQ(s[i], e[i] + y[i]);
+  ops.silu_mul(et, yt, st);
+  for (int64_t i = 0; i < 4 * n; ++i) {
+    EXPECT_NEAR(s[i], e[i] / (1.0 + std::exp(-static_cast<double>(e[i]))) * y[i], 1e-5);
+  }
+
+  // F32 -> F16 into strided rows (every other row of a wider buffer).
+  std::vector<uint16_t> dst(4 * 2 * n, 0);
+  Tensor dt = Tensor::contiguous(DType::F16, {4, n}, dst.data());
+  dt.stride[0] = 2 * n * 2;
+  ops.copy(et, dt);
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(dst[r * 2 * n + i], f32_to_fp16(e[r * n + i]));
+      EXPECT_EQ(dst[r * 2 * n + n + i], 0);
+    }
+  }
+}
+
+TEST(CpuOpsRowTest, RopeUsesEachRowsPosition) {
+  ThreadPool pool(2);
+  CpuOps ops(pool, Isa::Scalar);
+  const int64_t t = 3, h = 2, d = 8;
+  auto x = random_floats(static_cast<size_t>(t * h * d), 5);
+  const auto orig = x;
+  const std::vector<int32_t> pos = {0, 5, 9};
+  ops.rope(Tensor::contiguous(DType::F32, {t, h, d}, x.data()), pos, {8, 10000.0f, 1.0f});
+  for (int64_t i = 0; i < h * d; ++i) EXPECT_EQ(x[i], orig[i]);  // position 0: identity
+  // Row 2 equals rotating it alone at position 9.
+  std::vector<float> lone(orig.begin() + 2 * h * d, orig.end());
+  const std::vector<int32_t> p9 = {9};
+  ops.rope(Tensor::contiguous(DType::F32, {1, h, d}, lone.data()), p9, {8, 10000.0f, 1.0f});
+  for (int64_t i = 0; i < h * d; ++i) EXPECT_EQ(x[2 * h * d + i], lone[i]);
+}
+
+// Grouped-query attention: query head h reads KV head h / (n_head / n_head_kv), and query i
+// sees cache rows [0, positions[i]]. Compared with the single-head kernel.
+TEST(CpuOpsRowTest, AttentionMapsHeadsAndPositions) {
+  const int32_t n_head = 6, n_head_kv = 2, dk = 16, dv = 16, n_ctx = 40;
+  const AttentionParams p{n_head, n_head_kv, dk, dv, 0.25f};
+  const auto kf = random_floats(static_cast<size_t>(n_ctx * n_head_kv * dk), 6);
+  const auto vf = random_floats(static_cast<size_t>(n_ctx * n_head_kv * dv), 7);
+  std::vector<uint16_t> k(kf.size()), v(vf.size());
+  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_fp16(kf[i]);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = f32_to_fp16(vf[i]);
+  const std::vector<int32_t> pos = {10, 11, 12, 39};
+  const int64_t t = static_cast<int64_t>(pos.size());
+  auto q = random_floats(static_cast<size_t>(t * n_head * dk), 8);
+  for (Isa isa : isas()) {
+    std::vector<float> first;
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      CpuOps ops(pool, isa);
+      std::vector<float> out(static_cast<size_t>(t * n_head * dv));
+      ops.attention(Tensor::contiguous(DType::F32, {t, n_head, dk}, q.data()),
+                    Tensor::contiguous(DType::F16, {n_ctx, n_head_kv * dk}, k.data()),
+                    Tensor::contiguous(DType::F16, {n_ctx, n_head_kv * dv}, v.data()), pos, p,
+                    Tensor::contiguous(DType::F32, {t, n_head * dv}, out.data()));
+      const auto& kt = cpu::kernel_table(isa);
+      for (int64_t i = 0; i < t; ++i) {
+        for (int32_t h = 0; h < n_head; ++h) {
+          std::vector<float> ref(dv);
+          const int32_t hk = h / (n_head / n_head_kv);
+          cpu::attention_head(kt, q.data() + (i * n_head + h) * dk, k.data() + hk * dk,
+                              n_head_kv * dk, v.data() + hk * dv, n_head_kv * dv, pos[i] + 1, dk,
+                              dv, p.scale, false, ref.data());
+          for (int32_t c = 0; c < dv; ++c) {
+            EXPECT_EQ(out[(i * n_head + h) * dv + c], ref[c]) << isa_name(isa);
+          }
+        }
+      }
+      if (first.empty()) {
+        first = out;
+      } else {
+        EXPECT_EQ(first, out);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokamak

@@ -8,7 +8,9 @@ Run by hand, not in CI (it needs the PyPI package llama-cpp-python, which builds
 
 For every prompt it records the prompt's token ids (llama.cpp's tokenizer), the greedy
 continuation (up to 32 tokens, ending early at an end-of-generation token) and the top-5
-logits of the first 4 steps. tests/model/golden_generation_test.cpp replays the same token ids
+logits of the first 4 steps, twice: through llama.cpp's prompt-processing arithmetic
+("greedy", "top5"; see greedy_continuation) and through its one-token decode path
+("greedy_decode_path", "top5_decode_path"). tests/model/golden_generation_test.cpp replays the same token ids
 through tokamak and compares.
 """
 import hashlib
@@ -85,6 +87,41 @@ def render_chat(template_src, messages, bos, eos):
         messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
 
 
+def last_logits(llm, n_vocab):
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float32)
+
+
+def greedy_continuation(llm, ids, n_vocab, vocab, batched):
+    """Greedy decode of up to N_STEPS tokens with the top-5 logits of the first steps.
+
+    llama.cpp computes a batch of one token (its decode path) with other matmul kernels than
+    a batch of two or more (tinyBLAS, "only enable sgemm for prompt processing"), so its
+    decode and prefill disagree in the last bits. batched=True evaluates every step as a
+    two-token batch (the previous token again plus the new one), which is the arithmetic of
+    llama.cpp's prompt processing; batched=False is its ordinary one-token decode.
+    """
+    llm.reset()
+    llm.eval(ids)
+    greedy, top = [], []
+    for step in range(N_STEPS):
+        logits = last_logits(llm, n_vocab)
+        best = int(np.argmax(logits))
+        if step < N_TOP_STEPS:
+            order = np.argsort(-logits, kind="stable")[:TOP_K]
+            top.append([[int(j), float(logits[j])] for j in order])
+        greedy.append(best)
+        if llama_cpp.llama_vocab_is_eog(vocab, best):
+            break
+        if batched:
+            prev = int(llm._input_ids[llm.n_tokens - 1])
+            llm.n_tokens -= 1
+            llm.eval([prev, best])
+        else:
+            llm.eval([best])
+    return greedy, top
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -121,23 +158,15 @@ def main():
     records = []
     for name, text, parse_special in prompts:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=parse_special)
-        llm.reset()
-        llm.eval(ids)
-        greedy, top = [], []
-        for step in range(N_STEPS):
-            ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-            logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float32)
-            best = int(np.argmax(logits))
-            if step < N_TOP_STEPS:
-                order = np.argsort(-logits, kind="stable")[:TOP_K]
-                top.append([[int(j), float(logits[j])] for j in order])
-            greedy.append(best)
-            if llama_cpp.llama_vocab_is_eog(vocab, best):
-                break
-            llm.eval([best])
+        greedy_b, top_b = greedy_continuation(llm, ids, n_vocab, vocab, batched=True)
+        greedy_d, top_d = greedy_continuation(llm, ids, n_vocab, vocab, batched=False)
         records.append({"name": name, "text": text, "parse_special": parse_special,
-                        "prompt_ids": list(map(int, ids)), "greedy": greedy, "top5": top})
-        print(f"{name}: {len(ids)} prompt tokens -> {len(greedy)} generated", file=sys.stderr)
+                        "prompt_ids": list(map(int, ids)),
+                        "greedy": greedy_b, "top5": top_b,
+                        "greedy_decode_path": greedy_d, "top5_decode_path": top_d})
+        same = len(greedy_b) == len(greedy_d) and greedy_b == greedy_d
+        print(f"{name}: llama.cpp decode path {'==' if same else '!='} its batched path",
+              file=sys.stderr)
 
     out = {
         "generator": "scripts/golden/make_generation_golden.py",

@@ -148,61 +148,43 @@ void dot4_q8_0_q8_0(int64_t n, const void* w, size_t ws, const void* x, float* o
   out[3] = hsum(acc3);
 }
 
-float dot_f16_f16(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const uint16_t*>(w);
-  const auto* b = static_cast<const uint16_t*>(x);
+// The float dot product shared by F16, BF16 and F32 operands: two 8-lane accumulators over
+// 16 elements a step, one more 8-lane step, then a scalar tail. `load` widens 8 elements to
+// f32 lanes and `widen` one element; the order is the same for every operand type.
+template <typename T, typename Load, typename Widen>
+float dot_float_lanes(int64_t n, const void* w, const void* x, Load load, Widen widen) {
+  const auto* a = static_cast<const T*>(w);
+  const auto* b = static_cast<const T*>(x);
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_f16(a + i + 8), load_f16(b + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(load(a + i), load(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(load(a + i + 8), load(b + i + 8), acc1);
   }
   if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc0);
+    acc0 = _mm256_fmadd_ps(load(a + i), load(b + i), acc0);
     i += 8;
   }
   float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum = std::fma(half(a[i]), half(b[i]), sum);
+  for (; i < n; ++i) sum = std::fma(widen(a[i]), widen(b[i]), sum);
   return sum;
+}
+
+float dot_f16_f16(int64_t n, const void* w, const void* x) {
+  return dot_float_lanes<uint16_t>(
+      n, w, x, [](const uint16_t* p) { return load_f16(p); }, [](uint16_t v) { return half(v); });
 }
 
 float dot_bf16_bf16(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const uint16_t*>(w);
-  const auto* b = static_cast<const uint16_t*>(x);
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_bf16(a + i + 8), load_bf16(b + i + 8), acc1);
-  }
-  if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc0);
-    i += 8;
-  }
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum = std::fma(bf16_to_f32(a[i]), bf16_to_f32(b[i]), sum);
-  return sum;
+  return dot_float_lanes<uint16_t>(
+      n, w, x, [](const uint16_t* p) { return load_bf16(p); },
+      [](uint16_t v) { return bf16_to_f32(v); });
 }
 
 float dot_f32_f32(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const float*>(w);
-  const auto* b = static_cast<const float*>(x);
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    i += 8;
-  }
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
-  return sum;
+  return dot_float_lanes<float>(
+      n, w, x, [](const float* p) { return _mm256_loadu_ps(p); }, [](float v) { return v; });
 }
 
 // One block of the activation encoding (see quantize.h): returns d, writes 32 int8 and the

@@ -24,6 +24,10 @@
 namespace tokamak::cpu {
 namespace {
 
+// These small helpers repeat some of simd_avx2.h on purpose: an inline function compiled in
+// this file may carry AVX-512 encodings, and if it had external linkage under the same name
+// as an AVX2 file's copy, the linker could hand the AVX-512 one to the AVX2 path and crash an
+// AVX2-only CPU. Keeping them in this file's anonymous namespace rules that out.
 inline float half(uint16_t h) {
   return _cvtsh_ss(h);
 }

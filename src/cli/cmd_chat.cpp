@@ -29,7 +29,8 @@ void chat(const ChatOptions& o) {
   if (!o.system.empty()) conv.add("system", o.system);
   Generator generator(*loaded.model, *loaded.tokenizer, o.gen.ctx_size);
 
-  std::fprintf(stderr, "[tokamak] chat with %s (context %d). /reset clears, /exit or Ctrl-D ends.\n",
+  std::fprintf(stderr,
+               "[tokamak] chat with %s (context %d). /reset clears, /exit or Ctrl-D ends.\n",
                loaded.file->path().c_str(), generator.n_ctx());
   std::string line;
   while (true) {
@@ -48,7 +49,9 @@ void chat(const ChatOptions& o) {
     const auto prompt = conv.prompt_tokens();
     if (static_cast<int64_t>(prompt.size()) >= generator.n_ctx()) {
       conv.pop_last();
-      std::fprintf(stderr, "[tokamak] the conversation no longer fits the context (%d tokens); /reset to start over\n",
+      std::fprintf(stderr,
+                   "[tokamak] the conversation no longer fits the context (%d tokens); /reset to "
+                   "start over\n",
                    generator.n_ctx());
       continue;
     }
@@ -67,7 +70,8 @@ void chat(const ChatOptions& o) {
 
 void add_chat_command(CLI::App& app) {
   auto opts = std::make_shared<ChatOptions>();
-  auto* cmd = app.add_subcommand("chat", "interactive multi-turn chat with the model's chat template");
+  auto* cmd =
+      app.add_subcommand("chat", "interactive multi-turn chat with the model's chat template");
   opts->gen.add_to(*cmd);
   cmd->add_option("--system", opts->system, "system message");
   cmd->callback([opts] { chat(*opts); });

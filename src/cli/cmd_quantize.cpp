@@ -15,7 +15,8 @@ void add_quantize_command(CLI::App& app) {
     std::string in, out, type;
   };
   auto o = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("quantize", "convert a GGUF model's weights to f32|f16|bf16|q8_0|q4_0|q4_1");
+  auto* cmd = app.add_subcommand("quantize",
+                                 "convert a GGUF model's weights to f32|f16|bf16|q8_0|q4_0|q4_1");
   cmd->add_option("input", o->in, "input GGUF model")->required();
   cmd->add_option("output", o->out, "output GGUF file")->required();
   cmd->add_option("type", o->type, "target tensor type")->required();

@@ -71,7 +71,8 @@ void add_run_command(CLI::App& app) {
   opts->gen.add_to(*cmd);
   cmd->add_option("-p,--prompt", opts->prompt, "prompt text");
   cmd->add_option("-f,--file", opts->prompt_file, "read the prompt from a file");
-  cmd->add_flag("--chat", opts->chat, "wrap the prompt as a user message in the model's chat template");
+  cmd->add_flag("--chat", opts->chat,
+                "wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--system", opts->system, "system message (with --chat)");
   cmd->callback([opts] { run(*opts); });
 }

@@ -8,11 +8,15 @@
 namespace tokamak::cli {
 
 void GenerationFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 model in models/)");
-  cmd.add_option("-t,--threads", threads, "kernel threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  cmd.add_option("-c,--ctx-size", ctx_size, "context length in tokens (0 = model default, at most 4096)")
+  cmd.add_option("-m,--model", model,
+                 "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 model in models/)");
+  cmd.add_option("-t,--threads", threads, "kernel threads (0 = all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("-c,--ctx-size", ctx_size,
+                 "context length in tokens (0 = model default, at most 4096)")
       ->check(CLI::Range(0, 1 << 20));
-  cmd.add_option("-n,--n-predict", n_predict, "most tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("-n,--n-predict", n_predict, "most tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--temp", temperature, "sampling temperature (0 = greedy)");
   cmd.add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
   cmd.add_option("--top-p", top_p, "nucleus sampling mass (1 = off)");

@@ -22,9 +22,12 @@ double ms_since(Clock::time_point t0) {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -35,8 +38,7 @@ double GenerationStats::prefill_tokens_per_s() const {
 }
 
 double GenerationStats::decode_tokens_per_s() const {
-  return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms
-                                               : 0.0;
+  return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
 }
 
 double GenerationStats::tpot_ms() const {
@@ -56,7 +58,9 @@ Generator::Generator(Model& model, const Tokenizer& tokenizer, int32_t n_ctx)
 
 Generator::~Generator() = default;
 
-int32_t Generator::n_ctx() const { return kv_->n_ctx(); }
+int32_t Generator::n_ctx() const {
+  return kv_->n_ctx();
+}
 
 void Generator::reset() {
   kv_->clear();
@@ -72,9 +76,9 @@ void Generator::prefill(std::span<const int32_t> tokens) {
     for (size_t i = 0; i < n; ++i) positions[i] = pos0 + static_cast<int32_t>(i);
     // Only the final chunk's last row is sampled from; earlier chunks' logits are overwritten.
     const int32_t last_row = static_cast<int32_t>(n) - 1;
-    model_.forward({tokens.subspan(start, n), std::span(positions).first(n),
-                    std::span(&last_row, 1)},
-                   *kv_, logits_);
+    model_.forward(
+        {tokens.subspan(start, n), std::span(positions).first(n), std::span(&last_row, 1)}, *kv_,
+        logits_);
     cached_.insert(cached_.end(), tokens.begin() + static_cast<ptrdiff_t>(start),
                    tokens.begin() + static_cast<ptrdiff_t>(start + n));
   }
@@ -87,16 +91,15 @@ void Generator::decode(int32_t token) {
   cached_.push_back(token);
 }
 
-GenerationResult Generator::generate(std::span<const int32_t> prompt,
-                                     const SamplingParams& params,
+GenerationResult Generator::generate(std::span<const int32_t> prompt, const SamplingParams& params,
                                      const std::function<bool(std::string_view)>& on_text) {
   if (prompt.empty()) throw Error("the prompt is empty");
   if (static_cast<int64_t>(prompt.size()) >= kv_->n_ctx()) {
-    throw Error("the prompt has " + std::to_string(prompt.size()) +
-                " tokens; the context holds " + std::to_string(kv_->n_ctx()) +
-                " (raise -c/--ctx-size or shorten the prompt)");
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                std::to_string(kv_->n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");
   }
-  if (auto problem = params.validate(model_.hparams().n_vocab)) throw Error(*problem);
+  // The sampler validates the parameters (throwing Error) before any work is done.
+  Sampler sampler(params, model_.hparams().n_vocab, prompt);
 
   const auto t0 = Clock::now();
   GenerationResult result;
@@ -106,7 +109,8 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt,
   // Reuse the cached K/V of the longest common prefix, but always recompute at least the
   // last prompt token: its logits are what the first sample needs.
   size_t common = 0;
-  while (common < cached_.size() && common + 1 < prompt.size() && cached_[common] == prompt[common]) {
+  while (common < cached_.size() && common + 1 < prompt.size() &&
+         cached_[common] == prompt[common]) {
     ++common;
   }
   kv_->truncate(static_cast<int32_t>(common));
@@ -115,7 +119,6 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt,
   prefill(prompt.subspan(common));
   stats.prefill_ms = ms_since(t0);
 
-  Sampler sampler(params, model_.hparams().n_vocab, prompt);
   Detokenizer detokenizer(tokenizer_);
   StopChecker stops(params.stop);
   const int32_t room = kv_->n_ctx() - static_cast<int32_t>(prompt.size());
@@ -139,10 +142,9 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt,
       stats.ttft_ms = ms_since(t0);
     }
 
-    const bool end_token =
-        (!params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
-        std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) !=
-            params.stop_token_ids.end();
+    const bool end_token = (!params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+                           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(),
+                                     token) != params.stop_token_ids.end();
     if (end_token) {
       result.finish = FinishReason::Stop;
       break;
@@ -160,12 +162,17 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt,
     decode(token);
   }
   if (result.finish != FinishReason::Cancelled && !stops.stopped()) {
+    // Bytes the detokenizer held back may still complete a stop string.
     auto tail = stops.push(detokenizer.flush());
     emit(tail.emit);
-    if (!tail.stopped) emit(stops.flush());
+    if (tail.stopped) {
+      result.finish = FinishReason::Stop;
+    } else {
+      emit(stops.flush());
+    }
   }
   if (stats.generated_tokens > 0) {
-    stats.decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_token_time).count();
+    stats.decode_ms = ms_since(first_token_time);
   }
   return result;
 }

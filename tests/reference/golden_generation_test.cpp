@@ -123,10 +123,11 @@ void check_golden_file(const fs::path& golden_path) {
       if (decode_path == rec["greedy"].get<std::vector<int32_t>>()) ++llama_self_agreement;
     }
     if (same) ++identical;
-    std::printf("  %-12s %2zu/%2zu greedy tokens identical%s, max top-5 logit diff %.2e\n",
-                o.name.c_str(), o.matched, o.golden_len,
-                same ? "" : (" (first divergence at step " + std::to_string(o.matched) + ")").c_str(),
-                o.max_logit_diff);
+    std::printf(
+        "  %-12s %2zu/%2zu greedy tokens identical%s, max top-5 logit diff %.2e\n", o.name.c_str(),
+        o.matched, o.golden_len,
+        same ? "" : (" (first divergence at step " + std::to_string(o.matched) + ")").c_str(),
+        o.max_logit_diff);
     EXPECT_TRUE(o.top1_ok) << o.name << ": top-1 differs on a golden step";
     if (!same) {
       EXPECT_GE(o.matched, 16u) << o.name;
@@ -134,9 +135,10 @@ void check_golden_file(const fs::path& golden_path) {
   }
   std::printf("%s: %zu/%zu prompts identical, top-1 failures %zu, max logit diff %.2e\n",
               golden_path.filename().c_str(), identical, n, top1_failures, max_diff);
-  std::printf("  against llama.cpp's one-token decode path: %zu/%zu identical "
-              "(llama.cpp's decode path agrees with its own batched path on %zu/%zu)\n",
-              same_as_decode_path, n, llama_self_agreement, n);
+  std::printf(
+      "  against llama.cpp's one-token decode path: %zu/%zu identical "
+      "(llama.cpp's decode path agrees with its own batched path on %zu/%zu)\n",
+      same_as_decode_path, n, llama_self_agreement, n);
   EXPECT_GE(identical * 10, n * 9) << "fewer than 90% of prompts identical";
   EXPECT_GE(n, 20u);
 }

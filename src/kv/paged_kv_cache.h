@@ -1,0 +1,78 @@
+#pragma once
+// PagedKVCache: the KV storage of the serving engine, allocated once at start.
+//
+// One pool of n_blocks fixed-size blocks (block_size tokens each) per layer, for K and for
+// V, F16, laid out for the attention kernel as core/paged_kv_view.h draws it:
+//
+//   keys of layer l:   (n_blocks, n_head_kv, block_size, head_dim_k)
+//   values of layer l: (n_blocks, n_head_kv, block_size, head_dim_v)
+//
+// A block id means the same token range in every layer, so one block table per sequence
+// serves all layers; token t of a sequence lives in slot block_table[t / block_size] *
+// block_size + t % block_size. Which blocks are free and who owns them is the BlockPool's
+// business (pool()); this class only stores, copies (copy-on-write of a shared block) and
+// moves blocks to host memory and back (swap preemption).
+//
+// Memory per token = 2 (K and V) x n_layer x n_head_kv x head_dim x 2 bytes, the figure
+// bytes_per_token() gives and `tokamak serve` prints at start-up.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/paged_kv_view.h"
+#include "kv/block_pool.h"
+
+namespace tokamak {
+
+struct KVCacheShape {
+  int32_t n_layer = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  int32_t block_size = 16;
+
+  // Bytes of K and V for one token over all layers / one block of block_size tokens. Throw
+  // Error for a non-positive field or a figure too large to address.
+  size_t bytes_per_token() const;
+  size_t bytes_per_block() const;
+};
+
+class PagedKVCache {
+ public:
+  // Throws Error for a shape with a non-positive field or a pool too large to address.
+  PagedKVCache(const KVCacheShape& shape, int32_t n_blocks);
+
+  const KVCacheShape& shape() const { return shape_; }
+  int32_t block_size() const { return shape_.block_size; }
+  int32_t n_blocks() const { return pool_.n_blocks(); }
+  size_t bytes_per_token() const { return shape_.bytes_per_token(); }
+  size_t total_bytes() const { return k_.size() * 2 + v_.size() * 2; }
+
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // The kernels' view of one layer.
+  PagedKVView layer(int32_t layer) const;
+
+  // Copies every layer's K and V of block src into block dst (copy-on-write).
+  void copy_block(int32_t src, int32_t dst);
+
+  // Swap preemption: the blocks' K and V of every layer, in order, appended to / read from
+  // host memory (bytes_per_block() each).
+  void save_blocks(std::span<const int32_t> blocks, std::vector<uint8_t>& host) const;
+  void load_blocks(std::span<const int32_t> blocks, std::span<const uint8_t> host);
+
+ private:
+  uint16_t* k_block(int32_t layer, int32_t block) const;
+  uint16_t* v_block(int32_t layer, int32_t block) const;
+
+  KVCacheShape shape_;
+  BlockPool pool_;
+  AlignedBuffer<uint16_t> k_;  // (n_layer, n_blocks, n_head_kv, block_size, head_dim_k)
+  AlignedBuffer<uint16_t> v_;  // (n_layer, n_blocks, n_head_kv, block_size, head_dim_v)
+};
+
+}  // namespace tokamak

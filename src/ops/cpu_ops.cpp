@@ -1,5 +1,6 @@
 #include "ops/cpu_ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -7,6 +8,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 
@@ -42,6 +44,24 @@ Rows as_rows(const Tensor& t) {
   }
   assert(t.is_contiguous());
   return {static_cast<uint8_t*>(t.data), t.n_rows(), t.row_size(), row, t.dtype};
+}
+
+// Preconditions of the paged ops that cost a loop; checked only in asserts.
+[[maybe_unused]] bool distinct(std::span<const int64_t> slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    for (size_t j = i + 1; j < slots.size(); ++j) {
+      if (slots[i] == slots[j]) return false;
+    }
+  }
+  return true;
+}
+
+[[maybe_unused]] bool blocks_in_pool(const SeqAttention& s, const PagedKVView& kv) {
+  const int64_t n_blocks = (int64_t{s.context_len} + kv.block_size - 1) / kv.block_size;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (s.block_table[b] < 0 || s.block_table[b] >= kv.n_blocks) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -105,7 +125,10 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
     run(0, n);
   } else {
-    pool_.parallel_for(n, run);
+    // Split in groups of four weight rows, the width of the dot4 / tile kernels, so that no
+    // chunk boundary sends rows through the one-row kernel (same results, faster).
+    pool_.parallel_for((n + 3) / 4,
+                       [&](int64_t g0, int64_t g1) { run(g0 * 4, std::min(n, g1 * 4)); });
   }
 }
 
@@ -179,6 +202,105 @@ void CpuOps::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           k_stride, vp + hk * p.head_dim_v, v_stride, n_kv, p.head_dim_k,
                           p.head_dim_v, p.scale, p.single_token_order,
                           outr.row<float>(t) + h * p.head_dim_v);
+    }
+  });
+}
+
+void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
+                            const PagedKVView& kv) {
+  const Rows kr = as_rows(k);
+  const Rows vr = as_rows(v);
+  assert(kr.dtype == DType::F32 && vr.dtype == DType::F32);
+  assert(kv.k != nullptr && kv.v != nullptr && kv.block_size > 0 && kv.n_head_kv > 0);
+  assert(kr.n_cols == int64_t{kv.n_head_kv} * kv.head_dim_k);
+  assert(vr.n_cols == int64_t{kv.n_head_kv} * kv.head_dim_v);
+  assert(kr.n_rows == static_cast<int64_t>(slots.size()) && vr.n_rows == kr.n_rows);
+  assert(distinct(slots));
+  [[maybe_unused]] const int64_t n_slots = int64_t{kv.n_blocks} * kv.block_size;
+  const int32_t dk = kv.head_dim_k;
+  const int32_t dv = kv.head_dim_v;
+  for_rows(kr.n_rows, int64_t{kv.n_head_kv} * (dk + dv), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t slot = slots[static_cast<size_t>(r)];
+      assert(slot >= 0 && slot < n_slots);
+      const int64_t block = slot / kv.block_size;
+      const int64_t offset = slot % kv.block_size;
+      uint16_t* k_dst = kv.k + block * kv.k_block_stride() + offset * dk;
+      uint16_t* v_dst = kv.v + block * kv.v_block_stride() + offset * dv;
+      for (int32_t h = 0; h < kv.n_head_kv; ++h) {
+        kt_.to_f16(kr.row<const float>(r) + h * dk, k_dst + h * kv.k_head_stride(), dk);
+        kt_.to_f16(vr.row<const float>(r) + h * dv, v_dst + h * kv.v_head_stride(), dv);
+      }
+    }
+  });
+}
+
+void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
+                             std::span<const SeqAttention> seqs, const AttentionParams& p,
+                             const Tensor& out) {
+  assert(q.rank == 3 && q.dtype == DType::F32 && q.is_contiguous());
+  assert(p.n_head > 0 && p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0);
+  assert(q.shape[1] == p.n_head && q.shape[2] == p.head_dim_k);
+  assert(!p.single_token_order);  // llama.cpp's decode order exists for attention() only
+  const Rows outr = as_rows(out);
+  [[maybe_unused]] const int64_t n_tokens = q.shape[0];
+  assert(outr.dtype == DType::F32 && outr.n_rows == n_tokens);
+  assert(outr.n_cols == int64_t{p.n_head} * p.head_dim_v);
+  assert(kv.k != nullptr && kv.v != nullptr && kv.block_size > 0);
+  assert(kv.n_head_kv == p.n_head_kv && kv.head_dim_k == p.head_dim_k &&
+         kv.head_dim_v == p.head_dim_v);
+
+  // Work items: (sequence, KV head, chunk of at most kMaxGroup query heads, query token), in
+  // that order, so that neighbouring items read the same K/V tiles. Each item is one kernel
+  // call whose result depends on its own query and context alone.
+  const int32_t group = p.n_head / p.n_head_kv;
+  const int32_t n_chunks = (group + cpu::kMaxGroup - 1) / cpu::kMaxGroup;
+  const int64_t per_query = int64_t{p.n_head_kv} * n_chunks;
+  int64_t n_items = 0;
+  int64_t work = 0;  // Σ context_len over the items (an upper bound of their n_kv)
+  for (const SeqAttention& s : seqs) {
+    assert(s.query_start >= 0 && s.n_query >= 0 && s.query_start + s.n_query <= n_tokens);
+    assert(s.context_len >= s.n_query);
+    assert(s.n_query == 0 || (s.block_table != nullptr && blocks_in_pool(s, kv)));
+    n_items += per_query * s.n_query;
+    work += per_query * s.n_query * s.context_len;
+  }
+  if (n_items == 0) return;
+  const int64_t cost_per_item =
+      work / n_items * std::min(group, cpu::kMaxGroup) * (int64_t{p.head_dim_k} + p.head_dim_v);
+
+  const auto* qp = q.ptr<const float>();
+  const int64_t q_row = int64_t{p.n_head} * p.head_dim_k;  // floats between query rows
+  for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {
+    // The sequence of item i0, by a walk over the (few) sequences: no storage per call.
+    size_t si = 0;
+    int64_t first = 0;  // the first item of seqs[si]
+    for (int64_t item = i0; item < i1; ++item) {
+      while (item >= first + per_query * seqs[si].n_query) first += per_query * seqs[si++].n_query;
+      const SeqAttention& s = seqs[si];
+      const int64_t local = item - first;
+      const int32_t i = static_cast<int32_t>(local % s.n_query);
+      const auto head_chunk = static_cast<int32_t>(local / s.n_query);
+      const int32_t hk = head_chunk / n_chunks;
+      const int32_t h0 = hk * group + head_chunk % n_chunks * cpu::kMaxGroup;
+      const int64_t row = int64_t{s.query_start} + i;
+      cpu::PagedAttentionArgs a;
+      a.q = qp + row * q_row + int64_t{h0} * p.head_dim_k;
+      a.q_stride = p.head_dim_k;
+      a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
+      a.out_stride = p.head_dim_v;
+      a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
+      a.k = kv.k_tile(0, hk);
+      a.v = kv.v_tile(0, hk);
+      a.k_block_stride = static_cast<int64_t>(kv.k_block_stride());
+      a.v_block_stride = static_cast<int64_t>(kv.v_block_stride());
+      a.block_size = kv.block_size;
+      a.block_table = s.block_table;
+      a.n_kv = int64_t{s.context_len} - s.n_query + i + 1;
+      a.head_dim_k = p.head_dim_k;
+      a.head_dim_v = p.head_dim_v;
+      a.scale = p.scale;
+      cpu::paged_attention(kt_, a);
     }
   });
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The CPU implementation of Ops: kernels from kernels/cpu chosen once per ISA, work split
 // statically across a ThreadPool (matmul by output columns = weight rows, attention by
-// (token, head), the row-wise ops by rows when there is enough work to share).
+// (token, head), paged attention by (sequence, KV head, query token), the row-wise ops by rows
+// when there is enough work to share).
 
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
@@ -24,6 +25,10 @@ class CpuOps final : public Ops {
   void attention(const Tensor& q, const Tensor& k, const Tensor& v,
                  std::span<const int32_t> positions, const AttentionParams& params,
                  const Tensor& out) override;
+  void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
+                      const PagedKVView& kv) override;
+  void paged_attention(const Tensor& q, const PagedKVView& kv, std::span<const SeqAttention> seqs,
+                       const AttentionParams& params, const Tensor& out) override;
   void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override;

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "core/cpu_features.h"
+#include "core/paged_kv_view.h"
 #include "core/tensor.h"
 
 namespace tokamak {
@@ -62,6 +63,24 @@ class Ops {
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v,
                          std::span<const int32_t> positions, const AttentionParams& params,
                          const Tensor& out) = 0;
+
+  // Stores the step's new keys and values in the paged cache: row i of k (t, n_head_kv *
+  // head_dim_k) F32 and of v (t, n_head_kv * head_dim_v) F32 goes, converted to F16, to token
+  // slot slots[i] = block * block_size + offset of `kv` (layout in core/paged_kv_view.h).
+  // Slots are distinct and inside the pool.
+  virtual void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
+                              const PagedKVView& kv) = 0;
+
+  // Causal attention of a ragged batch over the paged cache, with an online softmax (no
+  // score matrix: memory does not grow with the context). q (t, n_head, head_dim_k) F32 holds
+  // every sequence's queries at the rows its SeqAttention names (the seqs cover disjoint row
+  // ranges); out (t, n_head * head_dim_v) F32 gets the same rows; rows no seq names are left
+  // alone. Each output element is reduced in one fixed order (KV blocks in table order, tokens
+  // in block order) that depends only on its query's context, never on the other sequences,
+  // the chunking of the prompt or the thread count: the engine's batch invariance rests on it.
+  virtual void paged_attention(const Tensor& q, const PagedKVView& kv,
+                               std::span<const SeqAttention> seqs, const AttentionParams& params,
+                               const Tensor& out) = 0;
 
   // out = silu(gate) * up, all (m, n) F32; out may be gate or up.
   virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;

@@ -105,6 +105,40 @@ TEST(MatmulTest, BatchInvariantBitwise) {
   }
 }
 
+// matmul_rows over m activation rows (tiles of kTileActRows rows, then the rest) gives the
+// same bits as one call per row, for k from 32 to 4096, m from 1 to 70, a column range that
+// starts and ends off a multiple of 4; columns outside the range stay untouched.
+TEST(MatmulTest, TiledRowsEqualSingleRowsBitwise) {
+  const int64_t n = 45, j0 = 3, j1 = 42, max_m = 70;
+  std::vector<int64_t> all_m;
+  for (int64_t m = 1; m <= max_m; ++m) all_m.push_back(m);
+  const std::vector<int64_t> some_m = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 32, 33, 64, 65, 70};
+  for (const KernelTable* kt : all_tables()) {
+    for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+      for (int64_t k : {32, 96, 576, 1536, 4096}) {
+        const auto wf = random_floats(static_cast<size_t>(n * k), k + 1);
+        const auto xf = random_floats(static_cast<size_t>(max_m * k), k + 2, -3.0f, 3.0f);
+        const auto w = test::encode_rows(wt, wf, k);
+        const auto xq = encode_activations(*kt, wt, xf, max_m, k);
+        const size_t ws = row_bytes(wt, k);
+        const size_t xs = row_bytes(activation_dtype(wt), k);
+        const float untouched = -7.0f;
+        std::vector<float> single(static_cast<size_t>(max_m * n), untouched);
+        for (int64_t i = 0; i < max_m; ++i) {
+          matmul_rows(*kt, wt, w.data(), ws, xq.data() + i * xs, xs, 1, k, j0, j1,
+                      single.data() + i * n, n);
+        }
+        for (int64_t m : k <= 576 ? all_m : some_m) {
+          std::vector<float> tiled(static_cast<size_t>(m * n), untouched);
+          matmul_rows(*kt, wt, w.data(), ws, xq.data(), xs, m, k, j0, j1, tiled.data(), n);
+          EXPECT_EQ(std::memcmp(tiled.data(), single.data(), tiled.size() * sizeof(float)), 0)
+              << isa_name(kt->isa) << " " << dtype_name(wt) << " k=" << k << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulTest, ActivationTypes) {
   EXPECT_EQ(activation_dtype(DType::Q4_0), DType::Q8_0);
   EXPECT_EQ(activation_dtype(DType::Q8_0), DType::Q8_0);

@@ -128,6 +128,59 @@ TEST(SimdKernelsTest, FourRowFormEqualsOneRowForm) {
   }
 }
 
+// The tile form (4 weight rows by kTileActRows activation rows) gives each element bitwise
+// what the one-row form gives: rows of different magnitudes, all-zero blocks, activation rows
+// and outputs at strides other than the row size.
+TEST(SimdKernelsTest, TileFormEqualsOneRowForm) {
+  std::vector<test::NamedTable> tables = test::simd_tables();
+  tables.push_back({"scalar", &scalar()});
+  constexpr int R = kTileActRows;
+  const float w_scale[4] = {1.0f, 1e-4f, 300.0f, 0.5f};
+  const float x_scale[4] = {1.0f, 1e-3f, 100.0f, 3.0f};
+  for (const auto& [name, kt] : tables) {
+    for (const DotCase& c : kDotCases) {
+      const bool blocks = dtype_info(c.w).block_size > 1;
+      for (int64_t n : blocks ? std::vector<int64_t>{32, 64, 96, 160, 576, 1536, 4096}
+                              : std::vector<int64_t>{1, 7, 16, 33, 64, 100}) {
+        for (uint64_t seed = 0; seed < 3; ++seed) {
+          auto wf = random_floats(static_cast<size_t>(4 * n), seed + 10 * n, -1.0f, 1.0f);
+          auto xf = random_floats(static_cast<size_t>(R * n), seed + 10 * n + 1, -3.0f, 3.0f);
+          for (int64_t i = 0; i < 4 * n; ++i) wf[i] *= w_scale[i / n];
+          for (int64_t i = 0; i < R * n; ++i) xf[i] *= x_scale[i / n % 4];
+          if (seed == 2) {  // an all-zero block in weight row 1 and in activation row R - 1
+            std::fill(wf.begin() + n, wf.begin() + n + std::min<int64_t>(n, 32), 0.0f);
+            std::fill(xf.begin() + (R - 1) * n, xf.begin() + (R - 1) * n + std::min<int64_t>(n, 32),
+                      0.0f);
+          }
+          const std::vector<uint8_t> w = test::encode_rows(c.w, wf, n);
+          const size_t ws = row_bytes(c.w, n);
+          const size_t xrow = row_bytes(activation_dtype(c.w), n);
+          const size_t xs = xrow + 8;  // padded rows
+          std::vector<uint8_t> x(xs * R);
+          for (int i = 0; i < R; ++i) {
+            if (c.convert) {
+              (kt->*c.convert)(xf.data() + i * n, x.data() + i * xs, n);
+            } else {
+              std::memcpy(x.data() + i * xs, xf.data() + i * n, xrow);
+            }
+          }
+          constexpr int64_t kOutStride = 7;
+          std::vector<float> tile(R * kOutStride, -1.0f);
+          (kt->*c.kernel).dot4xr(n, w.data(), ws, x.data(), xs, tile.data(), kOutStride);
+          for (int i = 0; i < R; ++i) {
+            for (int r = 0; r < 4; ++r) {
+              const float one = (kt->*c.kernel).dot(n, w.data() + r * ws, x.data() + i * xs);
+              EXPECT_EQ(std::memcmp(&one, &tile[i * kOutStride + r], 4), 0)
+                  << name << " " << dtype_name(c.w) << " n=" << n << " seed " << seed << " (" << i
+                  << "," << r << "): " << one << " vs " << tile[i * kOutStride + r];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(SimdKernelsTest, DotProductsMatchScalar) {
   for (const auto& [name, kt] : test::simd_tables()) {
     for (const DotCase& c : kDotCases) {

@@ -14,18 +14,32 @@
 
 namespace tokamak::cpu {
 
+struct PagedAttentionArgs;  // paged_attention.h
+
 // Dot product of a weight row and an activation row of n elements, each in its encoding
 // (the activation encoding of weight type W is given by activation_dtype(W) in matmul.h).
 using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
 // Four weight rows (w_stride bytes apart) against one activation row: out[r] is bitwise
 // equal to dot(n, w + r * w_stride, x). Shares the activation loads and hides latency.
 using VecDot4Fn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, float* out);
+// A tile of four weight rows (w_stride bytes apart) by kTileActRows activation rows (x_stride
+// bytes apart): out[c * out_stride + r] is bitwise equal to dot(n, w + r * w_stride,
+// x + c * x_stride) for r < 4, c < kTileActRows. Decodes each weight block once for all the
+// activation rows of the tile.
+using VecDot4xRFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x,
+                             size_t x_stride, float* out, int64_t out_stride);
 // Encodes n floats into an activation row.
 using ConvertFn = void (*)(const float* x, void* y, int64_t n);
+
+// Activation rows of a dot4xr tile. Four: with AVX2's 16 registers the 4 x 4 accumulators
+// do not all fit, but the spills cost less than decoding the weights more often (4 x 2 and
+// 4 x 3 measured slower for Q4_0, Q4_1 and Q8_0).
+inline constexpr int kTileActRows = 4;
 
 struct DotKernel {
   VecDotFn dot;
   VecDot4Fn dot4;
+  VecDot4xRFn dot4xr;
 };
 
 struct KernelTable {
@@ -56,12 +70,31 @@ struct KernelTable {
                     int64_t v_stride, int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v,
                     float scale, bool single_token_order, float* out, float* scores,
                     uint16_t* probs);
+
+  // One query token of a GQA group over a sequence in the paged KV cache, online softmax;
+  // see paged_attention.h. No scratch.
+  void (*paged_attention)(const PagedAttentionArgs& args);
 };
 
 // dot4 as four calls of dot, for kernels without a four-row form.
 template <VecDotFn Dot>
 void dot4_by_rows(int64_t n, const void* w, size_t w_stride, const void* x, float* out) {
   for (int r = 0; r < 4; ++r) out[r] = Dot(n, static_cast<const char*>(w) + r * w_stride, x);
+}
+
+// dot4xr as one dot4 per activation row, for kernels without a tile form.
+template <VecDot4Fn Dot4>
+void dot4xr_by_rows(int64_t n, const void* w, size_t w_stride, const void* x, size_t x_stride,
+                    float* out, int64_t out_stride) {
+  for (int c = 0; c < kTileActRows; ++c) {
+    Dot4(n, w, w_stride, static_cast<const char*>(x) + c * x_stride, out + c * out_stride);
+  }
+}
+
+// The four-row and tile forms of a dot as loops over it.
+template <VecDotFn Dot>
+constexpr DotKernel dot_by_rows() {
+  return {Dot, dot4_by_rows<Dot>, dot4xr_by_rows<dot4_by_rows<Dot>>};
 }
 
 // The table of one level; `isa` must be supported by this CPU (resolve it first).

@@ -1,8 +1,9 @@
 // AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c and only called
 // when the CPU has them). Block dot products form each block's integer sum in 8 int32
 // lanes (exact), scale them by the block's d and accumulate in 8 float lanes in block order;
-// Q4_1's min term goes into a scalar fma chain. Scalar arithmetic here is written with
-// explicit fma where it fuses, so that it never depends on the compiler's contraction.
+// Q4_1's min term goes into a scalar fma chain (a vector lane of its own in the tile forms).
+// Scalar arithmetic here is written with explicit fma where it fuses, so that it never
+// depends on the compiler's contraction.
 
 #include <immintrin.h>
 
@@ -15,6 +16,7 @@
 #include "core/fp16.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -148,6 +150,160 @@ void dot4_q8_0_q8_0(int64_t n, const void* w, size_t ws, const void* x, float* o
   out[3] = hsum(acc3);
 }
 
+// Tile forms: four weight rows by R activation rows. Every output element goes through the
+// operations of its one-row step above in the same order: the same exact integer lanes, the
+// same fma into its own 8 float lanes, the same fma chain for Q4_1's min term. What the tile
+// shares is work that does not round: each weight block is decoded once for the R activation
+// rows, and the scales d_w * d_x of a block are formed in one vector multiply (lane for lane
+// the scalar products) and broadcast from memory.
+//
+// A policy T gives the block types and the integer part of one step:
+//   w_head(a)       the 32 bits [d | m << 16] at the start of a weight block (m = 0 without)
+//   x_halves(b)     an activation block's d (and s) as 8 floats: [d s d s ...] with s,
+//                   [d d d d ...] without
+//   Col col(b)      what an activation block gives every pair (its quants, ...)
+//   row(a)          a weight block's quants, decoded once for every pair
+//   sums(row, col)  the 8 int32 lanes of the block's integer dot product, as in the step
+
+struct Q4_0Tile {
+  using W = block_q4_0;
+  using X = block_q8_0;
+  static constexpr bool kMins = false;
+  struct Col {
+    __m256i q, s8;
+  };
+  static uint32_t w_head(const W& a) { return a.d; }
+  static __m256 x_halves(const X& b) {
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+  }
+  static Col col(const X& b) {
+    const __m256i q = load32(b.qs);
+    return {q, times8_sums(q)};
+  }
+  static __m256i row(const W& a) { return unpack_nibbles(a.qs); }
+  static __m256i sums(__m256i qa, const Col& c) {
+    return _mm256_sub_epi32(dot_u8_s8(qa, c.q), c.s8);
+  }
+};
+
+struct Q4_1Tile {
+  using W = block_q4_1;
+  using X = block_q8_1;
+  static constexpr bool kMins = true;
+  struct Col {
+    __m256i q;
+  };
+  static uint32_t w_head(const W& a) { return a.d | uint32_t{a.m} << 16; }
+  static __m256 x_halves(const X& b) {
+    return _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int32_t>(b.d | uint32_t{b.s} << 16)));
+  }
+  static Col col(const X& b) { return {load32(b.qs)}; }
+  static __m256i row(const W& a) { return unpack_nibbles(a.qs); }
+  static __m256i sums(__m256i qa, const Col& c) { return dot_u8_s8(qa, c.q); }
+};
+
+struct Q8_0Tile {
+  using W = block_q8_0;
+  using X = block_q8_0;
+  static constexpr bool kMins = false;
+  struct Col {
+    __m256i q;
+  };
+  static uint32_t w_head(const W& a) { return a.d; }
+  static __m256 x_halves(const X& b) {
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+  }
+  static Col col(const X& b) { return {load32(b.qs)}; }
+  static __m256i row(const W& a) { return load32(a.qs); }
+  static __m256i sums(__m256i qa, const Col& c) { return dot_s8_s8(qa, c.q); }
+};
+
+// The accumulators of one activation row of a tile, one per weight row. One object per
+// activation row, each used by name, and the loops over weight rows unrolled: GCC then keeps
+// the accumulators in registers as far as they fit. With one array for the tile, or a loop
+// index into it, it also stores every accumulator to memory on every block.
+struct TileRow {
+  __m256 acc[4];
+};
+
+// acc += scale * sums, as in the steps above.
+template <typename T>
+inline void tile_step(__m256& acc, const float* scale, __m256i qa, const typename T::Col& col) {
+  acc = _mm256_fmadd_ps(_mm256_broadcast_ss(scale), _mm256_cvtepi32_ps(T::sums(qa, col)), acc);
+}
+
+// Row c of a tile: hsum(acc) (+ the min chain), into out[0..3]. `mins` holds row c's chains
+// in lanes min_lane(r) (see dot4xr).
+template <typename T>
+inline void tile_finish(const TileRow& t, const float* mins, bool alone, int c, float* out) {
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    if constexpr (T::kMins) {
+      const int lane = alone ? 2 * r + 1 : r / 2 * 4 + c % 2 * 2 + r % 2;
+      out[r] = hsum(t.acc[r]) + mins[lane];
+    } else {
+      out[r] = hsum(t.acc[r]);
+    }
+  }
+}
+
+template <typename T, int R>
+void dot4xr(int64_t n, const void* w, size_t ws, const void* x, size_t xs, float* out,
+            int64_t out_stride) {
+  static_assert(R >= 1 && R <= 4);
+  assert(n % kQK == 0);
+  using W = typename T::W;
+  using X = typename T::X;
+  const W* a[4];
+  for (int r = 0; r < 4; ++r) a[r] = row_at<W>(w, ws, r);
+  const X* b[R];
+  for (int c = 0; c < R; ++c) b[c] = row_at<X>(x, xs, c);
+  TileRow t0{}, t1{}, t2{}, t3{};
+  // Q4_1's min chains, activation rows c and c + 1 (c even) in one register, in lanes
+  // [r0:c r1:c r0:c+1 r1:c+1 | r2:c r3:c r2:c+1 r3:c+1]; an odd last row alone in lanes 2r + 1.
+  __m256 mins01 = _mm256_setzero_ps(), mins23 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    // [d0 m0 d1 m1 d2 m2 d3 m3] of the four weight blocks (m = 0 without a min).
+    const __m256 wh = _mm256_cvtph_ps(_mm_setr_epi32(T::w_head(a[0][i]), T::w_head(a[1][i]),
+                                                     T::w_head(a[2][i]), T::w_head(a[3][i])));
+    alignas(32) float scale[R][8];  // d_r * d_x of activation row c in scale[c][2r]
+    __m256 xh[R];
+    typename T::Col col[R];
+    for (int c = 0; c < R; ++c) {
+      xh[c] = T::x_halves(b[c][i]);
+      _mm256_store_ps(scale[c], _mm256_mul_ps(wh, xh[c]));
+      col[c] = T::col(b[c][i]);
+    }
+    if constexpr (T::kMins) {
+      // mins = fma(m_r, s_x, mins), as in q4_1_step.
+      const __m256 wm = _mm256_shuffle_ps(wh, wh, 0xdd);  // [m0 m1 m0 m1 | m2 m3 m2 m3]
+      if constexpr (R == 1) mins01 = _mm256_fmadd_ps(wh, xh[0], mins01);
+      if constexpr (R >= 2) {
+        mins01 = _mm256_fmadd_ps(wm, _mm256_shuffle_ps(xh[0], xh[1], 0x55), mins01);
+      }
+      if constexpr (R == 3) mins23 = _mm256_fmadd_ps(wh, xh[2], mins23);
+      if constexpr (R == 4) {
+        mins23 = _mm256_fmadd_ps(wm, _mm256_shuffle_ps(xh[2], xh[3], 0x55), mins23);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m256i qa = T::row(a[r][i]);
+      tile_step<T>(t0.acc[r], &scale[0][2 * r], qa, col[0]);
+      if constexpr (R > 1) tile_step<T>(t1.acc[r], &scale[1][2 * r], qa, col[1]);
+      if constexpr (R > 2) tile_step<T>(t2.acc[r], &scale[2][2 * r], qa, col[2]);
+      if constexpr (R > 3) tile_step<T>(t3.acc[r], &scale[3][2 * r], qa, col[3]);
+    }
+  }
+  alignas(32) float m01[8], m23[8];
+  _mm256_store_ps(m01, mins01);
+  _mm256_store_ps(m23, mins23);
+  tile_finish<T>(t0, m01, R == 1, 0, out);
+  if constexpr (R > 1) tile_finish<T>(t1, m01, false, 1, out + out_stride);
+  if constexpr (R > 2) tile_finish<T>(t2, m23, R == 3, 2, out + 2 * out_stride);
+  if constexpr (R > 3) tile_finish<T>(t3, m23, false, 3, out + 3 * out_stride);
+}
+
 // The float dot product shared by F16, BF16 and F32 operands: two 8-lane accumulators over
 // 16 elements a step, one more 8-lane step, then a scalar tail. `load` widens 8 elements to
 // f32 lanes and `widen` one element; the order is the same for every operand type.
@@ -269,14 +425,15 @@ const KernelTable& avx2_kernel_table() {
       .to_q8_1 = to_q8_1,
       .to_f16 = to_f16,
       .to_bf16 = to_bf16,
-      .q4_0 = {dot_q4_0_q8_0, dot4_q4_0_q8_0},
-      .q4_1 = {dot_q4_1_q8_1, dot4_q4_1_q8_1},
-      .q8_0 = {dot_q8_0_q8_0, dot4_q8_0_q8_0},
-      .f16 = {dot_f16_f16, dot4_by_rows<dot_f16_f16>},
-      .bf16 = {dot_bf16_bf16, dot4_by_rows<dot_bf16_bf16>},
-      .f32 = {dot_f32_f32, dot4_by_rows<dot_f32_f32>},
+      .q4_0 = {dot_q4_0_q8_0, dot4_q4_0_q8_0, dot4xr<Q4_0Tile, kTileActRows>},
+      .q4_1 = {dot_q4_1_q8_1, dot4_q4_1_q8_1, dot4xr<Q4_1Tile, kTileActRows>},
+      .q8_0 = {dot_q8_0_q8_0, dot4_q8_0_q8_0, dot4xr<Q8_0Tile, kTileActRows>},
+      .f16 = dot_by_rows<dot_f16_f16>(),
+      .bf16 = dot_by_rows<dot_bf16_bf16>(),
+      .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = avx2::silu_mul,
       .attention = avx2::attention,
+      .paged_attention = avx2::paged_attention,
   };
   return table;
 }

@@ -2,8 +2,9 @@
 // with those extensions and only called when the CPU has them. Block dot products form the
 // integer sums of two blocks at a time with vpdpbusd (exact) and accumulate them in AVX2's
 // float order, so quantized models give the same bits as with the AVX2 table (and as
-// llama.cpp's AVX2 build). Activation encoders, silu and attention are the AVX2 ones. The
-// plain-type dots (F16, BF16, F32) use 16-lane accumulators and round differently from AVX2.
+// llama.cpp's AVX2 build). Activation encoders, silu, attention, paged attention and the
+// quantized tile forms (dot4xr) are the AVX2 ones. The plain-type dots (F16, BF16, F32) use
+// 16-lane accumulators and round differently from AVX2.
 
 // GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*
 // used by cvtph_ps, cvtepi32_ps, inserti64x4, ...): a known false positive, silenced for the
@@ -320,15 +321,18 @@ float dot_f32_f32(int64_t n, const void* w, const void* x) {
 }
 
 KernelTable make_table(bool with_bf16) {
-  KernelTable t = avx2_kernel_table();  // activation encoders
+  // The quantized dots here give AVX2's bits, so AVX2's tile forms agree with them.
+  KernelTable t = avx2_kernel_table();  // encoders, silu, attention, paged attention, tiles
   t.isa = Isa::Avx512;
-  t.q4_0 = {dot_one<block_q4_0, q4_0_rows<1>>, dot_four<block_q4_0, q4_0_rows<4>>};
-  t.q4_1 = {dot_one<block_q4_1, q4_1_rows<1>>, dot_four<block_q4_1, q4_1_rows<4>>};
-  t.q8_0 = {dot_one<block_q8_0, q8_0_rows<1>>, dot_four<block_q8_0, q8_0_rows<4>>};
-  t.f16 = {dot_f16_f16, dot4_by_rows<dot_f16_f16>};
-  t.bf16 = with_bf16 ? DotKernel{dot_bf16_bf16_native, dot4_by_rows<dot_bf16_bf16_native>}
-                     : DotKernel{dot_bf16_bf16, dot4_by_rows<dot_bf16_bf16>};
-  t.f32 = {dot_f32_f32, dot4_by_rows<dot_f32_f32>};
+  t.q4_0.dot = dot_one<block_q4_0, q4_0_rows<1>>;
+  t.q4_0.dot4 = dot_four<block_q4_0, q4_0_rows<4>>;
+  t.q4_1.dot = dot_one<block_q4_1, q4_1_rows<1>>;
+  t.q4_1.dot4 = dot_four<block_q4_1, q4_1_rows<4>>;
+  t.q8_0.dot = dot_one<block_q8_0, q8_0_rows<1>>;
+  t.q8_0.dot4 = dot_four<block_q8_0, q8_0_rows<4>>;
+  t.f16 = dot_by_rows<dot_f16_f16>();
+  t.bf16 = with_bf16 ? dot_by_rows<dot_bf16_bf16_native>() : dot_by_rows<dot_bf16_bf16>();
+  t.f32 = dot_by_rows<dot_f32_f32>();
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ggml_math.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tokamak::cpu {
@@ -179,14 +180,15 @@ const KernelTable& scalar_kernel_table() {
       .to_q8_1 = to_q8_1,
       .to_f16 = to_f16,
       .to_bf16 = to_bf16,
-      .q4_0 = {dot_q4_0_q8_0, dot4_by_rows<dot_q4_0_q8_0>},
-      .q4_1 = {dot_q4_1_q8_1, dot4_by_rows<dot_q4_1_q8_1>},
-      .q8_0 = {dot_q8_0_q8_0, dot4_by_rows<dot_q8_0_q8_0>},
-      .f16 = {dot_f16_f16, dot4_by_rows<dot_f16_f16>},
-      .bf16 = {dot_bf16_bf16, dot4_by_rows<dot_bf16_bf16>},
-      .f32 = {dot_f32_f32, dot4_by_rows<dot_f32_f32>},
+      .q4_0 = dot_by_rows<dot_q4_0_q8_0>(),
+      .q4_1 = dot_by_rows<dot_q4_1_q8_1>(),
+      .q8_0 = dot_by_rows<dot_q8_0_q8_0>(),
+      .f16 = dot_by_rows<dot_f16_f16>(),
+      .bf16 = dot_by_rows<dot_bf16_bf16>(),
+      .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = silu_mul,
       .attention = attention,
+      .paged_attention = scalar::paged_attention,
   };
   return table;
 }

@@ -41,7 +41,8 @@ ConvertFn convert_for(const KernelTable& kt, DType wtype) {
   }
 }
 
-// Weight rows per tile: a tile stays in L1 while every activation row passes over it.
+// Bytes of weight rows per tile: a tile stays in L1 while every activation row passes over it
+// (the activations, up to ~100 KB for 64 rows, stay in L2).
 constexpr size_t kTileBytes = 16 * 1024;
 
 }  // namespace
@@ -81,23 +82,32 @@ void matmul_rows(const KernelTable& kt, DType wtype, const void* w, size_t w_str
                  int64_t y_stride) {
   const DotKernel* kernel = dot_for(kt, wtype);
   assert(kernel != nullptr);
-  const VecDotFn dot = kernel->dot;
-  const VecDot4Fn dot4 = kernel->dot4;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
-  const int64_t tile =
-      std::max<int64_t>(1, static_cast<int64_t>(kTileBytes / std::max<size_t>(w_stride, 1)));
+  const auto w_row = [&](int64_t j) { return wb + static_cast<size_t>(j) * w_stride; };
+  const auto x_row = [&](int64_t i) { return xb + static_cast<size_t>(i) * xq_stride; };
+  // dot, dot4 and dot4xr give the same bits for an element: which one computes it is free.
+  // Tiles of weight rows, a multiple of 4 rows each; in a tile, blocks of four weight rows by
+  // kTileActRows activation rows, then the activation rows left over by four weight rows,
+  // and the weight rows left over at the end one by one.
+  const int64_t tile = std::max<int64_t>(
+      4, static_cast<int64_t>(kTileBytes / std::max<size_t>(w_stride, 1)) / 4 * 4);
   for (int64_t t0 = j0; t0 < j1; t0 += tile) {
     const int64_t t1 = std::min(j1, t0 + tile);
-    for (int64_t i = 0; i < m; ++i) {
-      const uint8_t* xrow = xb + static_cast<size_t>(i) * xq_stride;
-      float* yrow = y + i * y_stride;
-      // Four weight rows at a time, the rest one by one: the same value either way.
-      int64_t j = t0;
-      for (; j + 4 <= t1; j += 4) {
-        dot4(k, wb + static_cast<size_t>(j) * w_stride, w_stride, xrow, yrow + j);
+    const int64_t t4 = t0 + (t1 - t0) / 4 * 4;
+    int64_t i = 0;
+    for (; i + kTileActRows <= m; i += kTileActRows) {
+      for (int64_t j = t0; j < t4; j += 4) {
+        kernel->dot4xr(k, w_row(j), w_stride, x_row(i), xq_stride, y + i * y_stride + j, y_stride);
       }
-      for (; j < t1; ++j) yrow[j] = dot(k, wb + static_cast<size_t>(j) * w_stride, xrow);
+    }
+    for (; i < m; ++i) {
+      for (int64_t j = t0; j < t4; j += 4) {
+        kernel->dot4(k, w_row(j), w_stride, x_row(i), y + i * y_stride + j);
+      }
+    }
+    for (i = 0; i < m; ++i) {
+      for (int64_t j = t4; j < t1; ++j) y[i * y_stride + j] = kernel->dot(k, w_row(j), x_row(i));
     }
   }
 }

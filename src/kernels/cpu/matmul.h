@@ -2,8 +2,9 @@
 // Matrix multiplication y = x · wᵀ on raw pointers, the way ggml's CPU backend does it:
 // the activation rows x (m, k) F32 are first encoded in the activation type that goes with
 // the weight type (convert_rows), then every output element y[i][j] is the kernel table's
-// dot product of weight row j and encoded activation row i. Each element is one call of one
-// dot function, so it does not depend on m, on the tiling or on the thread split.
+// dot product of weight row j and encoded activation row i. Each element is computed by the
+// kernel's dot, dot4 or dot4xr (a tile of 4 weight rows by kTileActRows activation rows),
+// which give the same bits: it does not depend on m, on the tiling or on the thread split.
 //
 //   weight dtype   activation encoding
 //   F32            F32 (used as is)

@@ -1,0 +1,74 @@
+// The front of the paged attention kernels and their scalar reference: the arithmetic of
+// paged_attention.h line by line, one head at a time, in plain float operations (std::exp;
+// no std::fma, which is a library call on CPUs without FMA, where this form is the fast path).
+
+#include "kernels/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "core/fp16.h"
+
+namespace tokamak::cpu {
+
+void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
+  assert(a.q != nullptr && a.out != nullptr && a.k != nullptr && a.v != nullptr);
+  assert(a.block_table != nullptr && a.block_size >= 1);
+  assert(a.n_group >= 1 && a.n_group <= kMaxGroup && a.n_kv >= 1);
+  assert(a.head_dim_k >= 1 && a.head_dim_k <= kMaxHeadDim);
+  assert(a.head_dim_v >= 1 && a.head_dim_v <= kMaxHeadDim);
+  assert(a.q_stride >= a.head_dim_k && a.out_stride >= a.head_dim_v);
+  kt.paged_attention(a);
+}
+
+namespace scalar {
+
+void paged_attention(const PagedAttentionArgs& a) {
+  const int32_t dk = a.head_dim_k;
+  const int32_t dv = a.head_dim_v;
+  for (int32_t g = 0; g < a.n_group; ++g) {
+    const float* q = a.q + g * a.q_stride;
+    float* out = a.out + g * a.out_stride;
+    float acc[kMaxHeadDim] = {};
+    float m = -INFINITY;
+    float l = 0.0f;
+    for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
+      const int32_t n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
+      const uint16_t* krow[kPagedTile];
+      const uint16_t* vrow[kPagedTile];
+      for (int32_t j = 0; j < n; ++j) {
+        const int64_t block = a.block_table[(t0 + j) / a.block_size];
+        const int64_t row = (t0 + j) % a.block_size;
+        krow[j] = a.k + block * a.k_block_stride + row * dk;
+        vrow[j] = a.v + block * a.v_block_stride + row * dv;
+      }
+      float s[kPagedTile];
+      float tile_max = -INFINITY;
+      for (int32_t j = 0; j < n; ++j) {
+        float dot = 0.0f;
+        for (int32_t i = 0; i < dk; ++i) dot += q[i] * fp16_to_f32(krow[j][i]);
+        s[j] = dot * a.scale;
+        tile_max = std::max(tile_max, s[j]);
+      }
+      const float m_new = std::max(m, tile_max);
+      const float alpha = std::exp(m - m_new);
+      float sum = 0.0f;
+      for (int32_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - m_new);
+        sum += s[j];
+      }
+      l = l * alpha + sum;
+      m = m_new;
+      for (int32_t d = 0; d < dv; ++d) acc[d] *= alpha;
+      for (int32_t j = 0; j < n; ++j) {
+        for (int32_t d = 0; d < dv; ++d) acc[d] += s[j] * fp16_to_f32(vrow[j][d]);
+      }
+    }
+    const float inv = 1.0f / l;
+    for (int32_t d = 0; d < dv; ++d) out[d] = acc[d] * inv;
+  }
+}
+
+}  // namespace scalar
+}  // namespace tokamak::cpu

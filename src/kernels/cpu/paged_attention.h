@@ -1,0 +1,71 @@
+#pragma once
+// Attention of one query token over one sequence's keys and values in the paged cache (layout
+// in core/paged_kv_view.h), for the query heads of one GQA group at once (they share the KV
+// head, so each K/V tile is loaded once for all of them), with an online softmax in the manner
+// of FlashAttention: a running max m, a running sum l and a rescaled accumulator, so nothing
+// grows with the context.
+//
+//   m = -inf, l = 0, acc = 0                           per head, F32
+//   for each tile [t0, t1) of kPagedTile tokens of [0, n_kv), in token order:
+//     s_j   = (q · k_j) * scale                        q F32 as given (not rounded to F16),
+//                                                      k_j F16 widened to F32
+//     m'    = max(m, max_j s_j)
+//     alpha = exp(m - m')                              0 for the first tile (exp(-inf))
+//     l     = l * alpha + Σ_j exp(s_j - m')
+//     acc   = acc * alpha + Σ_j exp(s_j - m') v_j      in j order
+//     m     = m'
+//   out = acc * (1 / l)
+//
+// Token j is row j % block_size of block block_table[j / block_size], and the tiles are cut
+// from the token order, not from the blocks: the arithmetic depends only on n_kv and the data,
+// never on the block size, on which blocks hold the tokens, on the other heads of the group, or
+// on how the caller batches and threads its calls. That is what batch invariance rests on.
+// The SIMD forms sum in other orders and use a polynomial exp, so they differ from the scalar
+// twin by float rounding, but each is just as fixed.
+
+#include <cstdint>
+
+#include "kernels/cpu/attention.h"  // kMaxHeadDim
+#include "kernels/cpu/kernel_table.h"
+
+namespace tokamak::cpu {
+
+inline constexpr int32_t kPagedTile = 32;  // tokens per online-softmax step
+inline constexpr int32_t kMaxGroup = 8;    // query heads per call (callers split larger groups)
+
+// One call: n_group query heads of one token against one KV head of one sequence.
+struct PagedAttentionArgs {
+  const float* q = nullptr;  // (n_group, head_dim_k) F32, rows q_stride floats apart
+  int64_t q_stride = 0;
+  float* out = nullptr;  // (n_group, head_dim_v) F32, rows out_stride floats apart
+  int64_t out_stride = 0;
+  int32_t n_group = 0;  // in [1, kMaxGroup]
+
+  // The KV head's tile in block 0 of the pools: block b's (block_size, head_dim_k) keys start
+  // at k + b * k_block_stride (elements), its values at v + b * v_block_stride.
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t k_block_stride = 0;
+  int64_t v_block_stride = 0;
+  int32_t block_size = 0;
+  const int32_t* block_table = nullptr;  // ceil(n_kv / block_size) block ids
+
+  int64_t n_kv = 0;  // >= 1: the query attends to tokens [0, n_kv)
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  float scale = 1.0f;
+};
+
+// Checks the arguments, then runs kt's kernel. Allocates nothing (the state is on the stack).
+void paged_attention(const KernelTable& kt, const PagedAttentionArgs& args);
+
+// The kernels (tables in kernels_<isa>.cpp). The AVX2 one needs head dims that are multiples
+// of 8 and hands others to the scalar one.
+namespace scalar {
+void paged_attention(const PagedAttentionArgs& args);
+}
+namespace avx2 {
+void paged_attention(const PagedAttentionArgs& args);
+}
+
+}  // namespace tokamak::cpu

@@ -1,0 +1,216 @@
+// AVX2 + FMA + F16C paged attention (arithmetic and order in paged_attention.h). Per tile of
+// up to kPagedTile tokens, while its K and V rows are in L1, for every head of the group:
+//
+//   1. scores: 8-lane partial dots over head_dim_k for a few (token, head) pairs at a time in
+//      registers (each K load widened once for all heads), then eight tokens' partials reduced
+//      together by a transposing horizontal add into one vector of eight scores;
+//   2. the online-softmax step per head on those vectors (ggml's vector exp), lanes past the
+//      last token masked to -inf;
+//   3. values: each head's accumulator rescaled by alpha and the tile's weighted V rows added,
+//      a few 8-float column chunks of a few heads at a time, in registers.
+//
+// Heads go in register sub-groups of at most kSub; a head's arithmetic is the same in any
+// sub-group, so its result depends on nothing but its own query and the KV.
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace tokamak::cpu::avx2 {
+namespace {
+
+constexpr int kSub = 4;  // heads per register sub-group
+
+// The K and V rows of one tile's tokens; rows [n, n8) repeat the last one (their scores are
+// computed, then masked), so the score loop needs no tail.
+struct Tile {
+  const uint16_t* k[kPagedTile];
+  const uint16_t* v[kPagedTile];
+  int32_t n = 0;   // tokens
+  int32_t n8 = 0;  // n rounded up to a multiple of 8
+};
+
+// Lane i = the sum of the 8 lanes of v[i], in a fixed tree: ((0+1) + (2+3)) + ((4+5) + (6+7)).
+inline __m256 hsum_8x8(const __m256* v) {
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]);
+  const __m256 t1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]);
+  const __m256 t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // lanes 0-3: v0..v3 low halves, 4-7: high halves
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // the same for v4..v7
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Scores of G heads (queries q + g * q_stride) for the tile's tokens: s[g][j] for j < n, -inf
+// for n <= j < n8. TJ tokens a step keep G * TJ accumulators in flight (8, 8, 12, 8 registers: the
+// fastest choices in a timing on Zen 3, with the query rows read from L1).
+template <int G>
+void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, float scale,
+                 float (*s)[kPagedTile]) {
+  constexpr int TJ = G == 1 ? 8 : G == 4 ? 2 : 4;
+  __m256 part[G][8];
+  for (int32_t j8 = 0; j8 < t.n8; j8 += 8) {
+    for (int jj = 0; jj < 8; jj += TJ) {
+      __m256 acc[TJ][G];
+      for (int u = 0; u < TJ; ++u) {
+        for (int g = 0; g < G; ++g) acc[u][g] = _mm256_setzero_ps();
+      }
+      for (int32_t d = 0; d < dk; d += 8) {
+        for (int u = 0; u < TJ; ++u) {
+          const __m256 kv = load_f16(t.k[j8 + jj + u] + d);
+          for (int g = 0; g < G; ++g) {
+            acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
+          }
+        }
+      }
+      for (int u = 0; u < TJ; ++u) {
+        for (int g = 0; g < G; ++g) part[g][jj + u] = acc[u][g];
+      }
+    }
+    const __m256 valid = _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(t.n - j8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    const __m256 vscale = _mm256_set1_ps(scale);
+    const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
+    for (int g = 0; g < G; ++g) {
+      const __m256 r = _mm256_mul_ps(hsum_8x8(part[g]), vscale);
+      _mm256_storeu_ps(s[g] + j8, _mm256_blendv_ps(minus_inf, r, valid));
+    }
+  }
+}
+
+// The online-softmax step of one head: turns its scores s[0, n8) into weights exp(s - m'),
+// updates m and l, and returns alpha = exp(m - m').
+inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
+  __m256 mx = _mm256_loadu_ps(s);
+  for (int32_t j = 8; j < n8; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
+  const float m_new = std::max(m, hmax(mx));
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 sum = _mm256_setzero_ps();
+  for (int32_t j = 0; j < n8; j += 8) {
+    const __m256 p = exp_ggml(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  const float alpha = _mm256_cvtss_f32(exp_ggml(_mm256_set1_ps(m - m_new)));
+  l = std::fma(l, alpha, hsum(sum));
+  m = m_new;
+  return alpha;
+}
+
+// acc[g][d0, d0 + 8C) = acc * alpha[g] + Σ_j p[g][j] v_j[d0, d0 + 8C), for G heads whose
+// accumulator rows are acc_stride floats apart.
+template <int G, int C>
+void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
+                 int32_t acc_stride, int32_t d0) {
+  __m256 a[G][C];
+  for (int g = 0; g < G; ++g) {
+    const __m256 al = _mm256_set1_ps(alpha[g]);
+    for (int c = 0; c < C; ++c) {
+      a[g][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * acc_stride + d0 + 8 * c), al);
+    }
+  }
+  for (int32_t j = 0; j < t.n; ++j) {
+    __m256 pj[G];
+    for (int g = 0; g < G; ++g) pj[g] = _mm256_set1_ps(p[g][j]);
+    for (int c = 0; c < C; ++c) {
+      const __m256 vv = load_f16(t.v[j] + d0 + 8 * c);
+      for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + g * acc_stride + d0 + 8 * c, a[g][c]);
+  }
+}
+
+// C column chunks per pass: G * C accumulators (8, 8, 12, 8 registers), chosen as above.
+template <int G>
+void tile_values_all(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
+                     int32_t dv) {
+  constexpr int C = G == 1 ? 8 : G == 4 ? 2 : 4;
+  int32_t d0 = 0;
+  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<G, C>(t, p, alpha, acc, dv, d0);
+  for (; d0 < dv; d0 += 8) tile_values<G, 1>(t, p, alpha, acc, dv, d0);
+}
+
+template <int G>
+void tile_step(const Tile& t, const PagedAttentionArgs& a, int32_t g0, float (*s)[kPagedTile],
+               float* m, float* l, float* acc) {
+  tile_scores<G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
+  float alpha[G];
+  for (int g = 0; g < G; ++g) alpha[g] = softmax_step(s[g0 + g], t.n8, m[g0 + g], l[g0 + g]);
+  tile_values_all<G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
+}
+
+}  // namespace
+
+void paged_attention(const PagedAttentionArgs& a) {
+  if (a.head_dim_k % 8 != 0 || a.head_dim_v % 8 != 0) {
+    scalar::paged_attention(a);
+    return;
+  }
+  const int32_t dk = a.head_dim_k;
+  const int32_t dv = a.head_dim_v;
+  // Per head: running max, running sum, accumulator row (n_group rows of dv floats).
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+  alignas(32) float acc[kMaxGroup * kMaxHeadDim];
+  alignas(32) float s[kMaxGroup][kPagedTile];  // the tile's scores, then its weights
+  std::fill(m, m + a.n_group, -INFINITY);
+  std::fill(l, l + a.n_group, 0.0f);
+  std::fill(acc, acc + a.n_group * dv, 0.0f);
+
+  Tile t;
+  int64_t block = 0;   // index into the block table of token t0
+  int32_t offset = 0;  // row of token t0 in its block
+  for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
+    t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
+    t.n8 = (t.n + 7) / 8 * 8;
+    for (int32_t j = 0; j < t.n; ++j) {
+      const int64_t b = a.block_table[block];
+      t.k[j] = a.k + b * a.k_block_stride + int64_t{offset} * dk;
+      t.v[j] = a.v + b * a.v_block_stride + int64_t{offset} * dv;
+      if (++offset == a.block_size) {
+        offset = 0;
+        ++block;
+      }
+    }
+    for (int32_t j = t.n; j < t.n8; ++j) {
+      t.k[j] = t.k[t.n - 1];
+      t.v[j] = t.v[t.n - 1];
+    }
+    for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
+      switch (std::min(kSub, a.n_group - g0)) {
+        case 1:
+          tile_step<1>(t, a, g0, s, m, l, acc);
+          break;
+        case 2:
+          tile_step<2>(t, a, g0, s, m, l, acc);
+          break;
+        case 3:
+          tile_step<3>(t, a, g0, s, m, l, acc);
+          break;
+        default:
+          tile_step<4>(t, a, g0, s, m, l, acc);
+          break;
+      }
+    }
+  }
+  for (int32_t g = 0; g < a.n_group; ++g) {
+    const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
+    float* out = a.out + g * a.out_stride;
+    for (int32_t d = 0; d < dv; d += 8) {
+      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + g * dv + d), inv));
+    }
+  }
+}
+
+}  // namespace tokamak::cpu::avx2

@@ -15,9 +15,11 @@
 #include <span>
 
 #include "kv/kv_cache.h"
+#include "kv/paged_kv_cache.h"
 #include "model/batch.h"
 #include "model/hparams.h"
 #include "model/model_options.h"
+#include "model/ragged_batch.h"
 
 namespace tokamak {
 
@@ -47,6 +49,18 @@ class Model {
   // (empty, more than max_batch_tokens, past the cache, positions not continuing the cache,
   // token ids out of the vocabulary, logit rows out of order, wrong logits size).
   virtual void forward(const Batch& batch, KVCache& kv, std::span<float> logits) = 0;
+
+  // The shape of a paged KV cache for this model (PagedKVCache is built by the engine, sized
+  // from its memory budget).
+  virtual KVCacheShape kv_shape(int32_t block_size) const = 0;
+
+  // The serving engine's step: runs a ragged batch of many sequences' new tokens, writing
+  // their K/V into `kv` at batch.slots; logits (logit_rows.size(), n_vocab) row-major into
+  // `logits`. Attention uses the online-softmax paged kernel, so results may differ in the
+  // last bits from forward(Batch, KVCache&) (which rounds as llama.cpp does); every row's
+  // result is the same whatever else is in the batch. Allocates nothing. Throws Error for a
+  // batch that validate_ragged_batch rejects.
+  virtual void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) = 0;
 };
 
 }  // namespace tokamak

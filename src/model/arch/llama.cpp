@@ -4,6 +4,8 @@
 //   for each layer:
 //     h = rmsnorm(x) ; q, k, v = h·Wq, h·Wk, h·Wv ; rope(q, k)
 //     cache[k, v at positions] ; x += attention(q, cache) · Wo
+//                                  (contiguous cache: one sequence, llama.cpp's rounding;
+//                                   paged cache: a ragged batch of many, online softmax)
 //     h = rmsnorm(x) ; x += (silu(h·Wgate) * (h·Wup)) · Wdown
 //   logits = rmsnorm(x[logit_rows]) · Woutput        (Woutput = token_embd when tied)
 
@@ -14,9 +16,11 @@
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "format/gguf.h"
+#include "kv/paged_kv_cache.h"
 #include "model/arch/architectures.h"
 #include "model/compute_context.h"
 #include "model/llama_weights.h"
+#include "model/ragged_batch.h"
 
 namespace tokamak {
 namespace {
@@ -55,9 +59,29 @@ class LlamaModel final : public Model {
                                      hp_.v_dim());
   }
 
+  KVCacheShape kv_shape(int32_t block_size) const override {
+    return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, block_size};
+  }
+
   void forward(const Batch& batch, KVCache& kv, std::span<float> logits) override;
+  void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) override;
 
  private:
+  // The forward pass over `tokens` at `positions`, the same for both caches except for
+  // attend(layer, q_heads, k, v, att): store the step's K/V and write attention into att.
+  template <typename Attend>
+  void run(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+           std::span<const int32_t> logit_rows, std::span<float> logits, const Attend& attend);
+
+  AttentionParams attention_params(bool single_token_order) const {
+    return {hp_.n_head,
+            hp_.n_head_kv,
+            hp_.head_dim_k,
+            hp_.head_dim_v,
+            1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k)),
+            single_token_order};
+  }
+
   // A (rows, cols) F32 view of the first `rows` rows of a workspace.
   static Tensor view(AlignedBuffer<float>& buf, int64_t rows, int64_t cols) {
     return Tensor::contiguous(DType::F32, {rows, cols}, buf.data());
@@ -85,9 +109,38 @@ class LlamaModel final : public Model {
 
 void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logits) {
   validate_batch(batch, kv, hp_, max_tokens_, logits.size());
-  Ops& ops = compute_.ops();
-  const int64_t t = static_cast<int64_t>(batch.tokens.size());
+  const int32_t t = static_cast<int32_t>(batch.tokens.size());
   const int32_t pos0 = kv.size();
+  const AttentionParams attn =
+      attention_params(llama_cpp_decode_rounding_ && batch.tokens.size() == 1);
+  Ops& ops = compute_.ops();
+  run(batch.tokens, batch.positions, batch.logit_rows, logits,
+      [&](int32_t l, const Tensor& q_heads, const Tensor& k, const Tensor& v, const Tensor& att) {
+        ops.copy(k, kv.key_rows(l, pos0, t));
+        ops.copy(v, kv.value_rows(l, pos0, t));
+        ops.attention(q_heads, kv.keys(l), kv.values(l), batch.positions, attn, att);
+      });
+  kv.advance(t);
+}
+
+void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) {
+  validate_ragged_batch(batch, kv, hp_, max_tokens_, logits.size());
+  const AttentionParams attn = attention_params(false);
+  Ops& ops = compute_.ops();
+  run(batch.tokens, batch.positions, batch.logit_rows, logits,
+      [&](int32_t l, const Tensor& q_heads, const Tensor& k, const Tensor& v, const Tensor& att) {
+        const PagedKVView layer = kv.layer(l);
+        ops.write_paged_kv(k, v, batch.slots, layer);
+        ops.paged_attention(q_heads, layer, batch.seqs, attn, att);
+      });
+}
+
+template <typename Attend>
+void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     std::span<const int32_t> logit_rows, std::span<float> logits,
+                     const Attend& attend) {
+  Ops& ops = compute_.ops();
+  const int64_t t = static_cast<int64_t>(tokens.size());
 
   const Tensor x = view(x_, t, hp_.n_embd);
   const Tensor h = view(h_, t, hp_.n_embd);
@@ -101,31 +154,22 @@ void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logit
   const Tensor proj = view(proj_, t, hp_.n_embd);
   const Tensor gate = view(gate_, t, hp_.n_ff);
   const Tensor up = view(up_, t, hp_.n_ff);
-
   const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
-  const AttentionParams attn{hp_.n_head,
-                             hp_.n_head_kv,
-                             hp_.head_dim_k,
-                             hp_.head_dim_v,
-                             1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k)),
-                             llama_cpp_decode_rounding_ && t == 1};
 
   // x = token embeddings
-  ops.embedding(w_.token_embd, batch.tokens, x);
+  ops.embedding(w_.token_embd, tokens, x);
 
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
 
-    // Attention block: project, rotate, cache K/V, attend over the cache, project back.
+    // Attention block: project, rotate, cache K/V and attend over the cache, project back.
     ops.rmsnorm(x, L.attn_norm, hp_.rms_eps, h);
     ops.matmul(h, L.wq, q);
     ops.matmul(h, L.wk, k);
     ops.matmul(h, L.wv, v);
-    ops.rope(q_heads, batch.positions, rope);
-    ops.rope(k_heads, batch.positions, rope);
-    ops.copy(k, kv.key_rows(l, pos0, static_cast<int32_t>(t)));
-    ops.copy(v, kv.value_rows(l, pos0, static_cast<int32_t>(t)));
-    ops.attention(q_heads, kv.keys(l), kv.values(l), batch.positions, attn, att);
+    ops.rope(q_heads, positions, rope);
+    ops.rope(k_heads, positions, rope);
+    attend(l, q_heads, k, v, att);
     ops.matmul(att, L.wo, proj);
     ops.add(x, proj, x);
 
@@ -137,13 +181,12 @@ void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logit
     ops.matmul(gate, L.w_down, proj);
     ops.add(x, proj, x);
   }
-  kv.advance(static_cast<int32_t>(t));
 
   // Logits for the requested rows only: gather, normalise, project onto the vocabulary.
-  const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t n_out = static_cast<int64_t>(logit_rows.size());
   if (n_out == 0) return;
   const Tensor rows = view(h_, n_out, hp_.n_embd);
-  ops.embedding(x, batch.logit_rows, rows);
+  ops.embedding(x, logit_rows, rows);
   ops.rmsnorm(rows, w_.output_norm, hp_.rms_eps, rows);
   ops.matmul(rows, w_.output, Tensor::contiguous(DType::F32, {n_out, hp_.n_vocab}, logits.data()));
 }

@@ -12,25 +12,11 @@
 namespace tokamak {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 }  // namespace
-
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::Stop:
-      return "stop";
-    case FinishReason::Length:
-      return "length";
-    case FinishReason::Cancelled:
-      return "cancelled";
-  }
-  return "unknown";
-}
 
 double GenerationStats::prefill_tokens_per_s() const {
   const int32_t computed = prompt_tokens - reused_tokens;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 
@@ -23,9 +24,6 @@ namespace tokamak {
 class Model;
 class KVCache;
 class Tokenizer;
-
-enum class FinishReason { Stop, Length, Cancelled };
-const char* finish_reason_name(FinishReason reason);
 
 struct GenerationStats {
   int32_t prompt_tokens = 0;     // tokens of the prompt

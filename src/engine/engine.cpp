@@ -1,0 +1,126 @@
+#include "engine/engine.h"
+
+#include <utility>
+
+namespace tokamak {
+
+Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& opts)
+    : core_(model, tokenizer, opts) {
+  stats_ = core_.stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> Engine::submit(Request request) {
+  core_.check_request(request);  // throws RejectedRequest before anything is queued
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) {
+      throw RejectedRequest(RejectedRequest::Kind::QueueFull, "the engine is shutting down");
+    }
+    if (static_cast<size_t>(stats_.waiting) + inbox_.size() >= core_.options().max_waiting) {
+      throw RejectedRequest(RejectedRequest::Kind::QueueFull,
+                            "the queue is full (" + std::to_string(core_.options().max_waiting) +
+                                " requests waiting); retry later");
+    }
+    stream = std::make_shared<RequestStream>(next_id_++, request.n);
+    inbox_.emplace_back(std::move(request), stream);
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(request_id);
+  }
+  wake_.notify_all();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Engine::loop() {
+  std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> arrivals;
+  std::vector<uint64_t> cancels;
+  std::vector<RequestOutput> outputs;
+  bool stopping = false;
+  bool progressed = true;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      const auto ready = [&] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || (progressed && core_.has_work());
+      };
+      // A step that could not run anything (it should not happen: a lone request always
+      // fits) is retried after a pause rather than in a busy loop.
+      if (progressed) {
+        wake_.wait(lock, ready);
+      } else {
+        wake_.wait_for(lock, std::chrono::milliseconds(10), ready);
+      }
+      // They wait in the core from now on: count them there until the next snapshot, so
+      // that submit()'s queue check never undercounts.
+      stats_.waiting += static_cast<int32_t>(inbox_.size());
+      arrivals.swap(inbox_);
+      cancels.swap(cancels_);
+      stopping = stop_;
+    }
+    const auto now = Clock::now();
+    for (auto& [request, stream] : arrivals) {
+      const uint64_t id = stream->id();
+      try {
+        core_.add_request(id, std::move(request), now);
+        streams_.emplace(id, stream);
+      } catch (const RejectedRequest& e) {
+        // Only the queue limit can trip here (submit checked the rest): end the stream.
+        for (int32_t i = 0; i < request.n; ++i) {
+          RequestOutput o;
+          o.request_id = id;
+          o.index = i;
+          o.time = now;
+          o.finish = FinishReason::Error;
+          o.error = e.what();
+          stream->push(std::move(o));
+        }
+      }
+    }
+    arrivals.clear();
+    for (uint64_t id : cancels) core_.cancel(id);
+    cancels.clear();
+    if (stopping) {
+      for (auto& [id, stream] : streams_) core_.cancel(id);
+    }
+
+    outputs.clear();
+    progressed = core_.step(outputs);
+    {
+      // Before the outputs: a client that sees its request finish then reads stats that
+      // include the step that finished it.
+      std::lock_guard lock(mu_);
+      stats_ = core_.stats();
+    }
+    for (RequestOutput& o : outputs) {
+      auto it = streams_.find(o.request_id);
+      if (it == streams_.end()) continue;
+      const std::shared_ptr<RequestStream> stream = it->second;
+      stream->push(std::move(o));
+      if (stream->all_finished()) streams_.erase(it);
+    }
+    if (stopping && streams_.empty()) return;
+  }
+}
+
+}  // namespace tokamak

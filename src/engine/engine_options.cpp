@@ -1,0 +1,26 @@
+#include "engine/engine_options.h"
+
+namespace tokamak {
+
+std::optional<std::string> validate(const EngineOptions& o) {
+  auto range = [](const char* name, int64_t v, int64_t lo,
+                  int64_t hi) -> std::optional<std::string> {
+    if (v < lo || v > hi) {
+      return std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+             "], got " + std::to_string(v);
+    }
+    return std::nullopt;
+  };
+  if (auto e = range("block_size", o.block_size, 1, 1024)) return e;
+  if (auto e = range("max_batched_tokens", o.max_batched_tokens, 1, 1 << 20)) return e;
+  if (auto e = range("max_seqs", o.max_seqs, 1, 1 << 16)) return e;
+  if (auto e = range("max_model_len", o.max_model_len, 0, 1 << 24)) return e;
+  if (o.max_waiting < 1) return std::string("max_waiting must be at least 1");
+  return std::nullopt;
+}
+
+const char* preemption_mode_name(PreemptionMode mode) {
+  return mode == PreemptionMode::Swap ? "swap" : "recompute";
+}
+
+}  // namespace tokamak

@@ -1,0 +1,41 @@
+#pragma once
+// How the serving engine schedules and how much KV memory it takes.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kv/kv_budget.h"
+
+namespace tokamak {
+
+enum class PreemptionMode {
+  Recompute,  // drop the victim's KV blocks; recompute prompt + output when it resumes
+  Swap,       // copy the victim's KV blocks to host memory and back when it resumes
+};
+
+struct EngineOptions {
+  int32_t block_size = 16;  // tokens per KV block
+  KVBudget kv_budget;       // how many blocks the pool gets (default 25% of free memory)
+  // Most tokens computed in one step (decode tokens + prefill chunks). Must not exceed the
+  // model's max_batch_tokens. With chunked prefill off, also the longest prompt accepted.
+  int32_t max_batched_tokens = 512;
+  int32_t max_seqs = 64;  // most sequences running at once
+  // Split long prompts across steps so running requests keep their pace. Off: a prompt is
+  // computed in one step, or waits until the budget has room for all of it.
+  bool chunked_prefill = true;
+  PreemptionMode preemption = PreemptionMode::Recompute;
+  size_t swap_space_bytes = size_t{4} << 30;  // host memory for swapped blocks (Swap mode)
+  // Context limit per sequence (prompt + output); 0 = the model's training context. Capped
+  // by the pool: one sequence must fit in it alone.
+  int32_t max_model_len = 0;
+  size_t max_waiting = 4096;  // submissions beyond this many waiting are refused (queue full)
+};
+
+// nullopt when the options are possible; otherwise a one-line message naming the option.
+std::optional<std::string> validate(const EngineOptions& opts);
+
+const char* preemption_mode_name(PreemptionMode mode);  // "recompute", "swap"
+
+}  // namespace tokamak

@@ -1,0 +1,41 @@
+#pragma once
+// ModelRunner: turns a StepPlan into one RaggedBatch, runs the model's forward over it, and
+// hands back one logits row per sampled sequence. All buffers are sized at construction
+// (max_batched_tokens rows, max_seqs sequences) and reused: a step allocates nothing.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/paged_kv_view.h"
+#include "engine/scheduler.h"
+
+namespace tokamak {
+
+class Model;
+class PagedKVCache;
+
+class ModelRunner {
+ public:
+  ModelRunner(Model& model, int32_t max_batched_tokens, int32_t max_seqs);
+
+  // Runs `plan` (non-empty). Row i of the result is the logits of the i-th sampled entry
+  // of plan.seqs, in plan order; valid until the next execute().
+  std::span<float> execute(const StepPlan& plan, PagedKVCache& kv);
+  int32_t n_vocab() const { return n_vocab_; }
+  std::span<float> row(int32_t i) {
+    return std::span(logits_).subspan(static_cast<size_t>(i) * n_vocab_, n_vocab_);
+  }
+
+ private:
+  Model& model_;
+  int32_t n_vocab_;
+  std::vector<int32_t> tokens_;     // (max_batched_tokens)
+  std::vector<int32_t> positions_;  // (max_batched_tokens)
+  std::vector<int64_t> slots_;      // (max_batched_tokens)
+  std::vector<SeqAttention> seqs_;  // (max sequences in a step)
+  std::vector<int32_t> logit_rows_;
+  std::vector<float> logits_;  // (max sampled rows, n_vocab)
+};
+
+}  // namespace tokamak

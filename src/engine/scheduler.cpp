@@ -1,0 +1,160 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace tokamak {
+
+Scheduler::Scheduler(const EngineOptions& opts, BlockManager& blocks)
+    : opts_(opts), blocks_(blocks) {
+  running_.reserve(static_cast<size_t>(opts.max_seqs));
+  snapshot_.reserve(static_cast<size_t>(opts.max_seqs));
+  plan_.seqs.reserve(static_cast<size_t>(opts.max_seqs));
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->state = SeqState::Waiting;
+  insert_waiting(seq);
+}
+
+void Scheduler::add_forked(Sequence* child) {
+  child->state = SeqState::Running;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), child, runs_before), child);
+}
+
+void Scheduler::finish(Sequence* seq) {
+  if (seq->state == SeqState::Running) {
+    remove_running(seq);
+  } else if (seq->state == SeqState::Waiting || seq->state == SeqState::Preempted) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  }
+  blocks_.free(*seq);
+  seq->state = SeqState::Finished;
+}
+
+const StepPlan& Scheduler::schedule() {
+  plan_.seqs.clear();
+  plan_.preempted.clear();
+  plan_.n_tokens = 0;
+  budget_ = opts_.max_batched_tokens;
+
+  // 1. Decodes, highest rank first: each needs one token and perhaps one block.
+  snapshot_.assign(running_.begin(), running_.end());
+  for (Sequence* seq : snapshot_) {
+    if (budget_ == 0) break;
+    if (seq->state != SeqState::Running || seq->uncomputed() != 1) continue;
+    try_schedule(seq, 1);
+  }
+
+  // 2. Running prefills (started earlier, chunked): as much of the rest as fits.
+  for (Sequence* seq : snapshot_) {
+    if (budget_ == 0) break;
+    if (seq->state != SeqState::Running || seq->uncomputed() <= 1) continue;
+    const int32_t n = seq->uncomputed();
+    if (runs_whole(*seq) && n > budget_) continue;
+    try_schedule(seq, std::min(n, budget_));
+  }
+
+  // 3. Admission, in rank order, only while nothing had to be preempted: a step that ran
+  // out of blocks has none to spare for newcomers.
+  // Places in max_seqs: running sequences and the samples they are yet to fork.
+  int64_t places = 0;
+  for (const Sequence* seq : running_) places += 1 + seq->forks_pending;
+  while (plan_.preempted.empty() && budget_ > 0 && !waiting_.empty()) {
+    Sequence* seq = waiting_.front();
+    if (places + 1 + seq->forks_pending > opts_.max_seqs) break;
+    const int32_t rest = seq->uncomputed();
+    const bool whole = runs_whole(*seq);
+    if (whole && rest > budget_) break;
+    const int32_t n = std::min(rest, budget_);
+    const int32_t fit = blocks_.tokens_that_fit(*seq, n);
+    if (fit == 0 || (whole && fit < n)) break;
+    places += 1 + seq->forks_pending;
+    waiting_.erase(waiting_.begin());
+    seq->state = SeqState::Running;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, runs_before), seq);
+    add_to_plan(seq, fit);
+  }
+  return plan_;
+}
+
+bool Scheduler::try_schedule(Sequence* seq, int32_t n) {
+  const bool decode = seq->uncomputed() == 1;
+  while (true) {
+    // A prefill chunk shrinks to the free blocks (chunked prefill only); a decode token or
+    // a whole prompt needs all of its blocks.
+    const int32_t fit = blocks_.tokens_that_fit(*seq, n);
+    const int32_t take = (decode || runs_whole(*seq)) ? (fit == n ? n : 0) : fit;
+    if (take > 0) {
+      add_to_plan(seq, take);
+      return true;
+    }
+    Sequence* victim = pick_victim(seq);
+    if (victim == nullptr) {
+      // Nobody ranked below it holds blocks. A decode gives its own blocks up so that the
+      // sequences ahead of it can go on; a prefill waits for them to finish.
+      if (decode) preempt(seq);
+      return false;
+    }
+    preempt(victim);
+  }
+}
+
+void Scheduler::add_to_plan(Sequence* seq, int32_t n) {
+  blocks_.allocate(*seq, n);
+  const bool sample = seq->n_computed + n == seq->num_tokens();
+  plan_.seqs.push_back({seq, n, sample});
+  plan_.n_tokens += n;
+  budget_ -= n;
+}
+
+bool Scheduler::runs_whole(const Sequence& seq) const {
+  // Without chunked prefill a prompt runs in one step. A preempted sequence resuming by
+  // recomputation may have grown past one step's budget: it is split rather than stuck.
+  return !opts_.chunked_prefill && seq.uncomputed() <= opts_.max_batched_tokens;
+}
+
+Sequence* Scheduler::pick_victim(const Sequence* keep) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (*it == keep) return nullptr;  // everything further back is ranked above keep
+    if ((*it)->block_table.empty()) continue;
+    return *it;
+  }
+  return nullptr;
+}
+
+void Scheduler::preempt(Sequence* victim) {
+  // Undo its part of this step's plan, if it had one.
+  auto planned = std::find_if(plan_.seqs.begin(), plan_.seqs.end(),
+                              [&](const ScheduledSeq& s) { return s.seq == victim; });
+  if (planned != plan_.seqs.end()) {
+    plan_.n_tokens -= planned->n_tokens;
+    budget_ += planned->n_tokens;
+    plan_.seqs.erase(planned);
+  }
+  bool swapped = false;
+  if (opts_.preemption == PreemptionMode::Swap && victim->n_computed > 0) {
+    swapped = blocks_.swap_out(*victim, opts_.swap_space_bytes);
+    if (swapped) ++stats_.swaps_out;
+  }
+  if (!swapped) {
+    blocks_.free(*victim);
+    victim->n_computed = 0;  // recompute: prompt and output so far are prefilled again
+  }
+  ++victim->preemptions;
+  ++stats_.preemptions;
+  remove_running(victim);
+  victim->state = SeqState::Preempted;
+  insert_waiting(victim);
+  plan_.preempted.push_back(victim);
+}
+
+void Scheduler::insert_waiting(Sequence* seq) {
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, runs_before), seq);
+}
+
+void Scheduler::remove_running(Sequence* seq) {
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+}
+
+}  // namespace tokamak

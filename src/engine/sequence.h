@@ -1,0 +1,61 @@
+#pragma once
+// Sequence: one sample of one request as the scheduler sees it. The scheduler needs only
+// how many tokens there are, how many have their K/V in the cache, which blocks hold them,
+// and the rank that orders queues and picks preemption victims; "prefill" and "decode" are
+// just uncomputed() > 1 and == 1 (as in vLLM v1, there is no phase in the scheduler).
+//
+//   tokens      | prompt ......................... | output ...... |
+//   n_computed  |<------ K/V in the cache ------------------->|      (uncomputed: the rest)
+//   block_table | b7 | b2 | b9 | ...  (ceil(n_computed / block_size) blocks, or more once a
+//                                      step's chunk has been allocated)
+
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+namespace tokamak {
+
+enum class SeqState { Waiting, Running, Preempted, Finished };
+
+struct SampleState;  // the output side (sampler, detokenizer, stops): engine_core.cpp
+
+struct Sequence {
+  uint64_t request_id = 0;
+  int32_t index = 0;  // sample index within its request
+  int32_t priority = 0;
+  uint64_t arrival = 0;  // submission order, shared by the samples of a request
+
+  SeqState state = SeqState::Waiting;
+  std::vector<int32_t> tokens;  // prompt, then output tokens
+  int32_t n_prompt = 0;
+  int32_t n_computed = 0;            // leading tokens whose K/V are in the cache
+  std::vector<int32_t> block_table;  // blocks holding tokens [0, n_computed + scheduled)
+
+  // Swap preemption: the K/V of the blocks it had, in host memory.
+  std::vector<uint8_t> swapped_kv;
+  int32_t n_swapped_blocks = 0;
+  int32_t preemptions = 0;
+  // Samples still to fork off this one once its prompt is computed (n - 1 for the first
+  // sample of a request with n samples, then 0): admission reserves their max_seqs places.
+  int32_t forks_pending = 0;
+
+  std::unique_ptr<SampleState> sample;  // null in scheduler-only tests
+
+  Sequence();
+  ~Sequence();
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t uncomputed() const { return num_tokens() - n_computed; }
+  bool swapped() const { return n_swapped_blocks > 0; }
+  // Queue order: lower priority value first, then earlier arrival, then sample index.
+  auto rank() const { return std::tuple(priority, arrival, index); }
+};
+
+inline bool runs_before(const Sequence* a, const Sequence* b) {
+  return a->rank() < b->rank();
+}
+
+}  // namespace tokamak

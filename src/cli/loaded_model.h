@@ -1,6 +1,7 @@
 #pragma once
 // What run and chat load: the GGUF file, the model over it, and its tokenizer.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,9 @@ struct LoadedModel {
 };
 
 // path empty = the default model. n_threads 0 = all cores. n_ctx 0 = the model's default.
-LoadedModel load_model(const std::string& path, int n_threads, int n_ctx);
+// max_batch_tokens: most tokens in one forward, at least the engine's max_batched_tokens
+// (0 = ModelOptions' default).
+LoadedModel load_model(const std::string& path, int n_threads, int n_ctx,
+                       int32_t max_batch_tokens = 0);
 
 }  // namespace tokamak::cli

@@ -1,0 +1,151 @@
+#include "cli/engine_flags.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/engine_core.h"
+#include "kv/paged_kv_cache.h"
+
+namespace tokamak::cli {
+namespace {
+
+// Bytes for --swap-space: a size, never a share of free memory.
+size_t parse_swap_space(const std::string& text) {
+  const auto reject = [&] {
+    throw Error(fmt::format(
+        "invalid --swap-space \"{}\": expected a size in bytes such as \"4G\", \"512M\" or "
+        "\"1073741824\"",
+        text));
+  };
+  KVBudget budget;
+  try {
+    budget = KVBudget::parse_memory(text);
+  } catch (const Error&) {
+    reject();
+  }
+  if (budget.kind != KVBudget::Kind::Bytes) reject();
+  return static_cast<size_t>(budget.value);
+}
+
+// validate() names options by their field ("block_size must be ..."); users know the flag.
+std::string name_flag(const std::string& problem) {
+  for (const char* field : {"block_size", "max_batched_tokens", "max_seqs", "max_model_len"}) {
+    const std::string prefix = std::string(field) + " ";
+    if (problem.starts_with(prefix)) {
+      std::string flag = "--" + std::string(field);
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return flag + problem.substr(prefix.size() - 1);
+    }
+  }
+  return problem;
+}
+
+std::string format_bytes(double bytes) {
+  if (bytes < 1024) return fmt::format("{:.0f} B", bytes);
+  if (bytes < 1024.0 * 1024) return fmt::format("{:.2f} KiB", bytes / 1024);
+  if (bytes < 1024.0 * 1024 * 1024) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+}  // namespace
+
+void EngineFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("--kv-memory", kv_memory,
+                 "KV cache memory: bytes with a K/M/G suffix (\"4G\") or a share of free memory "
+                 "(\"0.3\", \"30%\"); default 25% of free memory");
+  cmd.add_option("--kv-tokens", kv_tokens, "KV cache size in tokens (instead of --kv-memory)");
+  cmd.add_option("--block-size", block_size, "tokens per KV block")->capture_default_str();
+  cmd.add_option("--max-batched-tokens", max_batched_tokens,
+                 "most tokens computed in one engine step")
+      ->capture_default_str();
+  cmd.add_option("--max-seqs", max_seqs, "most sequences running at once")->capture_default_str();
+  cmd.add_flag("--no-chunked-prefill", no_chunked_prefill,
+               "compute each prompt in one step instead of splitting it across steps");
+  cmd.add_option("--preemption", preemption,
+                 "what happens to a preempted sequence's KV: recompute | swap")
+      ->capture_default_str();
+  cmd.add_option("--swap-space", swap_space,
+                 "host memory for swapped-out KV blocks with --preemption swap (default 4G)");
+  cmd.add_option("--max-model-len", max_model_len,
+                 "context limit per sequence, prompt + output (0 = the model's)")
+      ->capture_default_str();
+}
+
+EngineOptions EngineFlags::engine_options() const {
+  EngineOptions opts;
+  if (!kv_memory.empty() && kv_tokens) {
+    throw Error("give the KV cache size with --kv-memory or --kv-tokens, not both");
+  }
+  if (!kv_memory.empty()) opts.kv_budget = KVBudget::parse_memory(kv_memory);
+  if (kv_tokens) opts.kv_budget = KVBudget::tokens(*kv_tokens);
+
+  opts.block_size = block_size;
+  opts.max_batched_tokens = max_batched_tokens;
+  opts.max_seqs = max_seqs;
+  opts.chunked_prefill = !no_chunked_prefill;
+  opts.max_model_len = max_model_len;
+
+  if (preemption == "recompute") {
+    opts.preemption = PreemptionMode::Recompute;
+  } else if (preemption == "swap") {
+    opts.preemption = PreemptionMode::Swap;
+  } else {
+    throw Error(fmt::format("invalid --preemption \"{}\": expected recompute or swap", preemption));
+  }
+  if (!swap_space.empty()) {
+    if (opts.preemption != PreemptionMode::Swap) {
+      throw Error("--swap-space is used only with --preemption swap");
+    }
+    opts.swap_space_bytes = parse_swap_space(swap_space);
+  }
+  if (auto problem = validate(opts)) throw Error(name_flag(*problem));
+  return opts;
+}
+
+std::string engine_summary(const EngineCore& core, int n_threads) {
+  const PagedKVCache& kv = core.kv_cache();
+  const KVCacheShape& shape = kv.shape();
+  const EngineOptions& opts = core.options();
+  const int64_t tokens = int64_t{kv.n_blocks()} * kv.block_size();
+  std::string out =
+      fmt::format("KV pool: {} blocks x {} tokens = {} tokens, {} (budget: {})\n", kv.n_blocks(),
+                  kv.block_size(), tokens, format_bytes(static_cast<double>(kv.total_bytes())),
+                  opts.kv_budget.describe());
+
+  // Bytes per element from the cache's own figure, so the line stays right if its dtype changes.
+  const size_t per_token = kv.bytes_per_token();
+  const size_t elements =
+      size_t(shape.n_layer) * size_t(shape.n_head_kv) * size_t(shape.head_dim_k + shape.head_dim_v);
+  const size_t element_bytes = per_token / elements;
+  const std::string dtype = element_bytes == 2 ? " (f16)" : "";
+  if (shape.head_dim_k == shape.head_dim_v) {
+    out += fmt::format(
+        "KV bytes per token = 2 (K and V) x {} layers x {} kv-heads x {} head-dim x {} bytes{} "
+        "= {} B\n",
+        shape.n_layer, shape.n_head_kv, shape.head_dim_k, element_bytes, dtype, per_token);
+  } else {
+    out += fmt::format(
+        "KV bytes per token = {} layers x {} kv-heads x ({} K + {} V head-dim) x {} bytes{} = "
+        "{} B\n",
+        shape.n_layer, shape.n_head_kv, shape.head_dim_k, shape.head_dim_v, element_bytes, dtype,
+        per_token);
+  }
+  out += fmt::format(
+      "max model len {} tokens, max batched tokens {}, max seqs {}, chunked prefill {}, "
+      "preemption {}, {} threads\n",
+      core.max_model_len(), opts.max_batched_tokens, opts.max_seqs,
+      opts.chunked_prefill ? "on" : "off", preemption_mode_name(opts.preemption),
+      resolved_threads(n_threads));
+  return out;
+}
+
+int resolved_threads(int n_threads) {
+  if (n_threads > 0) return n_threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace tokamak::cli

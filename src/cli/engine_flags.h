@@ -1,0 +1,50 @@
+#pragma once
+// Flags of the serving engine (KV memory, block size, batch limits, chunked prefill,
+// preemption), shared by `tokamak bench` and `tokamak serve`, and the start-up lines that
+// describe the engine they built.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/engine_options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tokamak {
+class EngineCore;
+}
+
+namespace tokamak::cli {
+
+struct EngineFlags {
+  std::string kv_memory;             // --kv-memory; empty = the engine's default budget
+  std::optional<int64_t> kv_tokens;  // --kv-tokens; excludes --kv-memory
+  int32_t block_size = 16;
+  int32_t max_batched_tokens = 512;
+  int32_t max_seqs = 64;
+  bool no_chunked_prefill = false;
+  std::string preemption = "recompute";
+  std::string swap_space;  // --swap-space; empty = the engine's default
+  int32_t max_model_len = 0;
+
+  void add_to(CLI::App& cmd);
+  // The options these flags ask for, validated (validate(EngineOptions) included). Throws
+  // Error with a one-line message naming the flag.
+  EngineOptions engine_options() const;
+};
+
+// The engine's start-up lines, one per '\n':
+//   KV pool: 1234 blocks x 16 tokens = 19744 tokens, 433.83 MiB (budget: 25% of free memory)
+//   KV bytes per token = 2 (K and V) x 30 layers x 3 kv-heads x 64 head-dim x 2 bytes (f16)
+//     = 23040 B
+//   max model len 8192 tokens, max batched tokens 512, max seqs 64, chunked prefill on,
+//     preemption recompute, 2 threads
+std::string engine_summary(const EngineCore& core, int n_threads);
+
+// n_threads as the model's options take it (0 = one per hardware thread), resolved.
+int resolved_threads(int n_threads);
+
+}  // namespace tokamak::cli

@@ -1,0 +1,91 @@
+#include "cli/engine_flags.h"
+
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tokamak::cli {
+namespace {
+
+// Parses `args` (after the program name) with the engine flags and builds the options.
+EngineOptions parse(std::vector<std::string> args) {
+  CLI::App app;
+  EngineFlags flags;
+  flags.add_to(app);
+  std::vector<const char*> argv = {"tokamak"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return flags.engine_options();
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EngineFlagsTest, DefaultsAreTheEngineDefaults) {
+  const EngineOptions o = parse({});
+  const EngineOptions d;
+  EXPECT_EQ(o.block_size, 16);
+  EXPECT_EQ(o.max_batched_tokens, 512);
+  EXPECT_EQ(o.max_seqs, 64);
+  EXPECT_TRUE(o.chunked_prefill);
+  EXPECT_EQ(o.preemption, PreemptionMode::Recompute);
+  EXPECT_EQ(o.swap_space_bytes, d.swap_space_bytes);
+  EXPECT_EQ(o.max_model_len, 0);
+  EXPECT_EQ(o.kv_budget.kind, d.kv_budget.kind);
+  EXPECT_EQ(o.kv_budget.value, d.kv_budget.value);
+}
+
+TEST(EngineFlagsTest, EveryFlagReachesItsOption) {
+  const EngineOptions o = parse({"--kv-memory", "2G", "--block-size", "32", "--max-batched-tokens",
+                                 "1024", "--max-seqs", "8", "--no-chunked-prefill", "--preemption",
+                                 "swap", "--swap-space", "512M", "--max-model-len", "2048"});
+  EXPECT_EQ(o.kv_budget.kind, KVBudget::Kind::Bytes);
+  EXPECT_EQ(o.kv_budget.value, 2.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(o.block_size, 32);
+  EXPECT_EQ(o.max_batched_tokens, 1024);
+  EXPECT_EQ(o.max_seqs, 8);
+  EXPECT_FALSE(o.chunked_prefill);
+  EXPECT_EQ(o.preemption, PreemptionMode::Swap);
+  EXPECT_EQ(o.swap_space_bytes, size_t{512} << 20);
+  EXPECT_EQ(o.max_model_len, 2048);
+}
+
+TEST(EngineFlagsTest, KvMemoryTakesAShareOfFreeMemoryAndKvTokensACount) {
+  EngineOptions o = parse({"--kv-memory", "30%"});
+  EXPECT_EQ(o.kv_budget.kind, KVBudget::Kind::FractionOfFree);
+  EXPECT_DOUBLE_EQ(o.kv_budget.value, 0.3);
+  o = parse({"--kv-tokens", "4096"});
+  EXPECT_EQ(o.kv_budget.kind, KVBudget::Kind::Tokens);
+  EXPECT_EQ(o.kv_budget.value, 4096);
+}
+
+TEST(EngineFlagsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
+  EXPECT_NE(error_of({"--kv-memory", "2G", "--kv-tokens", "100"}).find("not both"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--kv-memory", "lots"}).find("invalid KV memory"), std::string::npos);
+  EXPECT_NE(error_of({"--kv-tokens", "0"}).find("must be positive"), std::string::npos);
+  EXPECT_NE(error_of({"--preemption", "drop"}).find("--preemption"), std::string::npos);
+  EXPECT_NE(error_of({"--preemption", "swap", "--swap-space", "50%"}).find("--swap-space"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--swap-space", "1G"}).find("--preemption swap"), std::string::npos);
+  EXPECT_NE(error_of({"--block-size", "0"}).find("--block-size"), std::string::npos);
+  EXPECT_NE(error_of({"--max-seqs", "-1"}).find("--max-seqs"), std::string::npos);
+  EXPECT_NE(error_of({"--max-model-len", "-5"}).find("--max-model-len"), std::string::npos);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--block-size", "0"}, {"--preemption", "drop"}, {"--kv-memory", "lots"}}) {
+    EXPECT_EQ(error_of(args).find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tokamak::cli

@@ -14,24 +14,15 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
+#include "ops_test_util.h"
 
 namespace tokamak {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 std::vector<Isa> isas() {
-  std::vector<Isa> out{Isa::Scalar};
-  const Isa best = best_isa(cpu_features());
-  if (best >= Isa::Avx2) out.push_back(Isa::Avx2);
-  if (best >= Isa::Avx512) out.push_back(Isa::Avx512);
-  return out;
+  return test::supported_isas();
 }
 
 std::vector<uint8_t> encode(DType d, const std::vector<float>& x, int64_t k) {

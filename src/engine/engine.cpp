@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <exception>
 #include <utility>
 
 namespace tokamak {
@@ -84,8 +85,8 @@ void Engine::loop() {
       try {
         core_.add_request(id, std::move(request), now);
         streams_.emplace(id, stream);
-      } catch (const RejectedRequest& e) {
-        // Only the queue limit can trip here (submit checked the rest): end the stream.
+      } catch (const std::exception& e) {
+        // The queue limit (submit checked the rest) or memory: end this stream, keep serving.
         for (int32_t i = 0; i < request.n; ++i) {
           RequestOutput o;
           o.request_id = id;

@@ -241,14 +241,7 @@ void EngineCore::fork_samples(RequestState& req, Sequence& parent, std::span<con
   const int32_t n_forks = parent.forks_pending;
   parent.forks_pending = 0;
   for (int32_t i = 1; i <= n_forks; ++i) {
-    auto child = std::make_unique<Sequence>();
-    child->request_id = parent.request_id;
-    child->index = i;
-    child->priority = parent.priority;
-    child->arrival = parent.arrival;
-    child->tokens = parent.tokens;
-    child->n_prompt = parent.n_prompt;
-    child->n_computed = parent.n_computed;
+    std::unique_ptr<Sequence> child = parent.fork(i);
     blocks_.share(parent, *child);
     child->sample = new_sample_state(req, *child, i);
     child->sample->metrics.first_scheduled = parent.sample->metrics.first_scheduled;

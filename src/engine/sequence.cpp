@@ -9,4 +9,16 @@ Sequence::~Sequence() = default;
 Sequence::Sequence(Sequence&&) noexcept = default;
 Sequence& Sequence::operator=(Sequence&&) noexcept = default;
 
+std::unique_ptr<Sequence> Sequence::fork(int32_t new_index) const {
+  auto child = std::make_unique<Sequence>();
+  child->request_id = request_id;
+  child->index = new_index;
+  child->priority = priority;
+  child->arrival = arrival;
+  child->tokens = tokens;
+  child->n_prompt = n_prompt;
+  child->n_computed = n_computed;
+  return child;
+}
+
 }  // namespace tokamak

@@ -47,6 +47,11 @@ struct Sequence {
   Sequence(Sequence&&) noexcept;
   Sequence& operator=(Sequence&&) noexcept;
 
+  // Another sample of the same request at the same point: identity, rank and tokens are
+  // copied, with `index`; blocks (share them through BlockManager::share) and the output
+  // side are not.
+  std::unique_ptr<Sequence> fork(int32_t new_index) const;
+
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t uncomputed() const { return num_tokens() - n_computed; }
   bool swapped() const { return n_swapped_blocks > 0; }

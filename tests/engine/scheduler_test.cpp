@@ -346,13 +346,7 @@ TEST(SchedulerTest, ForkedSamplesCopyASharedPartialBlockOnWrite) {
   ASSERT_EQ(plan.seqs.size(), 1u);
   p->n_computed += 6;
   // The engine forks after the prompt: the child shares the parent's blocks.
-  auto child = std::make_unique<Sequence>();
-  child->request_id = p->request_id;
-  child->arrival = p->arrival;
-  child->index = 1;
-  child->tokens = p->tokens;
-  child->n_prompt = p->n_prompt;
-  child->n_computed = p->n_computed;
+  std::unique_ptr<Sequence> child = p->fork(1);
   f->blocks.share(*p, *child);
   f->sched.add_forked(child.get());
   p->tokens.push_back(7);
@@ -394,13 +388,7 @@ TEST(SchedulerTest, ForkedSamplesShareFullBlocksWithoutCopying) {
   Sequence* p = f->add(8);
   f->sched.schedule();
   p->n_computed += 8;
-  auto child = std::make_unique<Sequence>();
-  child->request_id = p->request_id;
-  child->arrival = p->arrival;
-  child->index = 1;
-  child->tokens = p->tokens;
-  child->n_prompt = p->n_prompt;
-  child->n_computed = p->n_computed;
+  std::unique_ptr<Sequence> child = p->fork(1);
   f->blocks.share(*p, *child);
   f->sched.add_forked(child.get());
   p->tokens.push_back(7);

@@ -18,6 +18,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_core.h"
@@ -53,9 +55,10 @@ class Engine {
   std::vector<uint64_t> cancels_;
   std::unordered_map<uint64_t, std::shared_ptr<RequestStream>> streams_;  // engine thread
   uint64_t next_id_ = 1;
-  size_t n_queued_ = 0;  // inbox + engine-side waiting, for the queue-full check
   bool stop_ = false;
-  EngineStats stats_;  // guarded by mu_
+  // Guarded by mu_. Its `waiting` also counts requests taken from the inbox since the last
+  // step, so that submit()'s queue-full check never undercounts.
+  EngineStats stats_;
   std::thread thread_;
 };
 

@@ -56,9 +56,14 @@ class Model {
 
   // The serving engine's step: runs a ragged batch of many sequences' new tokens, writing
   // their K/V into `kv` at batch.slots; logits (logit_rows.size(), n_vocab) row-major into
-  // `logits`. Attention uses the online-softmax paged kernel, so results may differ in the
-  // last bits from forward(Batch, KVCache&) (which rounds as llama.cpp does); every row's
-  // result is the same whatever else is in the batch. Allocates nothing. Throws Error for a
+  // `logits`. Attention uses the online-softmax paged kernel in float (closer to exact
+  // attention than forward(Batch, KVCache&), which rounds q and the probabilities to F16 as
+  // llama.cpp does). The two differ by ulps in attention, but the 8-bit quantization of the
+  // activations feeding quantized weights can flip a code on such a difference and the model
+  // amplifies it: on the default model the logits of the two paths differ by up to 1-2, as
+  // much as each differs from a float64 forward (tests/model/ragged_forward_test.cpp), so
+  // near-ties can be decided differently. Every row's result is the same whatever else is in
+  // the batch. Allocates nothing. Throws Error for a
   // batch that validate_ragged_batch rejects.
   virtual void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) = 0;
 };

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the unit and model tests of the Release build, then the unit tests again
+# Runs every test: the unit and model tests of the Release build, the integration tests of
+# the HTTP server (pytest, tests/integration), then the unit tests again
 # in a second build with AddressSanitizer + UndefinedBehaviorSanitizer and asserts on (any
 # report or failed assert fails).
 # Expects scripts/setup.sh to have run (the README's test command does both).
@@ -17,6 +18,10 @@ for t in Q8_0 F16; do
   [ -f "$f" ] || ./build/tokamak quantize models/SmolLM2-135M-Instruct.Q4_1.gguf "$f" "$t"
 done
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== Integration tests: the real server with the default model, driven over HTTP"
+# The openai client, raw HTTP, a Prometheus parser, a load test and a headless Chromium.
+TOKAMAK_BIN="$PWD/build/tokamak" .venv/bin/python -m pytest -q tests/integration
 
 echo "== ASan+UBSan build: unit tests"
 # Debug keeps the asserts on (every precondition a caller could break); -O1 -g1 compiles in

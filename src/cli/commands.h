@@ -15,6 +15,7 @@ void add_info_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 // Exit status a command asks main() to return (0 unless set).
 int& exit_status();

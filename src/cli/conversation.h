@@ -1,11 +1,11 @@
 #pragma once
-// Turns chat messages into prompt tokens with the model's own chat template.
+// A multi-turn conversation for `tokamak run --chat` and `tokamak chat`: the messages so far,
+// turned into prompt tokens with the model's own chat template.
 
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat/chat_template.h"
+#include "server/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak::cli {
@@ -21,13 +21,10 @@ class Conversation {
     if (!messages_.empty()) messages_.pop_back();
   }
   // Tokens of the whole conversation, ending with the assistant's turn opened.
-  std::vector<int32_t> prompt_tokens() const;
+  std::vector<int32_t> prompt_tokens() const { return prompter_.tokens(messages_); }
 
  private:
-  const Tokenizer& tokenizer_;
-  ChatTemplate template_;
-  std::string bos_text_;
-  std::string eos_text_;
+  ChatPrompter prompter_;
   std::vector<ChatMessage> messages_;
 };
 

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -7,7 +8,7 @@ namespace tokamak {
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& opts)
     : core_(model, tokenizer, opts) {
-  stats_ = core_.stats();
+  snapshot_locked();  // no other thread yet
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -51,6 +52,26 @@ void Engine::cancel(uint64_t request_id) {
 EngineStats Engine::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+std::vector<uint8_t> Engine::block_owners() const {
+  std::lock_guard lock(mu_);
+  return block_owners_;
+}
+
+void Engine::set_step_observer(std::function<void(const StepReport&)> observer) {
+  std::lock_guard lock(mu_);
+  step_observer_ = std::move(observer);
+}
+
+void Engine::snapshot_locked() {
+  stats_ = core_.stats();
+  const BlockPool& pool = core_.kv_cache().pool();
+  block_owners_.resize(static_cast<size_t>(pool.n_blocks()));
+  for (int32_t b = 0; b < pool.n_blocks(); ++b) {
+    block_owners_[static_cast<size_t>(b)] =
+        static_cast<uint8_t>(std::min<int32_t>(pool.ref_count(b), 255));
+  }
 }
 
 void Engine::loop() {
@@ -106,13 +127,22 @@ void Engine::loop() {
     }
 
     outputs.clear();
+    const int64_t steps_before = core_.stats().steps;
     progressed = core_.step(outputs);
+    std::function<void(const StepReport&)> observer;
+    StepReport report;
     {
       // Before the outputs: a client that sees its request finish then reads stats that
       // include the step that finished it.
       std::lock_guard lock(mu_);
-      stats_ = core_.stats();
+      snapshot_locked();
+      if (stats_.steps != steps_before && stats_.last_step_tokens > 0) {
+        observer = step_observer_;
+        report = {
+            .tokens = stats_.last_step_tokens, .seqs = stats_.last_step_seqs, .end = Clock::now()};
+      }
     }
+    if (observer) observer(report);
     for (RequestOutput& o : outputs) {
       auto it = streams_.find(o.request_id);
       if (it == streams_.end()) continue;

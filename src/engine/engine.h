@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -26,6 +27,13 @@
 #include "engine/request_stream.h"
 
 namespace tokamak {
+
+// What one engine step did, for metrics (batch size per step).
+struct StepReport {
+  int32_t tokens = 0;  // tokens in the step's forward (prefill chunks + decode tokens)
+  int32_t seqs = 0;    // sequences in it
+  Clock::time_point end;
+};
 
 class Engine {
  public:
@@ -41,10 +49,17 @@ class Engine {
 
   // A snapshot, updated after every step.
   EngineStats stats() const;
+  // The owners of every KV block (0 = free, 2+ = shared; capped at 255), as of the last step.
+  std::vector<uint8_t> block_owners() const;
+  // Called on the engine thread after every step that ran tokens; keep it cheap. Set it once,
+  // before the first submit().
+  void set_step_observer(std::function<void(const StepReport&)> observer);
   const EngineCore& core() const { return core_; }
 
  private:
   void loop();
+  // Copies the core's stats and block owners for other threads; mu_ held.
+  void snapshot_locked();
 
   EngineCore core_;  // touched only by the engine thread after construction (and by
                      // submit's const checks, which read only immutable configuration)
@@ -59,6 +74,8 @@ class Engine {
   // Guarded by mu_. Its `waiting` also counts requests taken from the inbox since the last
   // step, so that submit()'s queue-full check never undercounts.
   EngineStats stats_;
+  std::vector<uint8_t> block_owners_;                     // guarded by mu_
+  std::function<void(const StepReport&)> step_observer_;  // guarded by mu_
   std::thread thread_;
 };
 

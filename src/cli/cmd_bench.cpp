@@ -1,14 +1,19 @@
-// tokamak bench: offline benchmarks of the serving engine (no HTTP).
+// tokamak bench: offline benchmarks of the serving engine (no HTTP), and a client for
+// serving benchmarks against any OpenAI-compatible server.
 //   throughput    many requests of exact lengths: throughput, TTFT, TPOT, ITL, KV usage
 //   interference  running requests' inter-token latency while a long prompt is admitted,
 //                 chunked prefill on vs off
+//   serve         streamed requests over HTTP: throughput, TTFT, TPOT, ITL, E2E, goodput
+//   report        saved `bench serve` runs side by side (table, HTML)
 
 #include <CLI/CLI.hpp>
 #include <memory>
 
 #include "cli/bench_interference.h"
+#include "cli/bench_serve.h"
 #include "cli/bench_throughput.h"
 #include "cli/commands.h"
+#include "core/error.h"
 
 namespace tokamak::cli {
 namespace {
@@ -68,13 +73,88 @@ void add_interference(CLI::App& bench) {
   cmd->callback([c] { run_interference_bench(*c); });
 }
 
+// Every `bench serve` flag takes text, checked by serve_config_from_flags, so that a bad
+// value is one error line and exit status 1 (CLI11 would answer its own exit codes).
+struct FlagHelp {
+  const char* name;
+  const char* type;
+  const char* help;
+};
+constexpr FlagHelp kServeFlags[] = {
+    {"url", "URL", "server base URL, http://HOST[:PORT][/PREFIX] (default http://127.0.0.1:8080)"},
+    {"endpoint", "NAME", "completions (/v1/completions, default) or chat (/v1/chat/completions)"},
+    {"model", "NAME", "model name sent in requests (default: the first id of GET /v1/models)"},
+    {"dataset", "KIND|FILE",
+     "random (default): random tokens of exact lengths; prefix-shared: groups sharing a long "
+     "prefix; FILE.jsonl: {\"prompt\"} or {\"messages\"} per line, optional \"output_len\""},
+    {"num-prompts", "N", "requests per run (default 64, or every line of a dataset file)"},
+    {"input-len", "N",
+     "prompt tokens, BOS included (prefix-shared: question tokens) (default 256)"},
+    {"output-len", "N", "max_tokens of every request, EOS ignored (default 128)"},
+    {"range-ratio", "R", "lengths uniform in [L*(1-R), L*(1+R)], R in [0, 1) (default 0)"},
+    {"request-rate", "RPS|inf", "requests/s, Poisson arrivals, or inf: all at once (default inf)"},
+    {"max-concurrency", "N", "most requests in flight (default: no cap)"},
+    {"sweep-concurrency", "N,N,...", "one run per max concurrency, e.g. 1,4,16,32; one table"},
+    {"seed", "N", "seed of prompts, lengths and arrivals (default 0)"},
+    {"slo-ttft-ms", "MS", "SLO on TTFT for goodput (ms)"},
+    {"slo-tpot-ms", "MS", "SLO on TPOT for goodput (ms)"},
+    {"prefix-groups", "N", "prefix-shared: groups, each with its own prefix (default 4)"},
+    {"prefix-len", "N", "prefix-shared: tokens of each shared prefix (default 1000)"},
+    {"tokenizer-model", "GGUF",
+     "GGUF file whose tokenizer makes prompts and counts tokens (default: "
+     "the default model)"},
+    {"label", "NAME", "name of this server in tables, JSON and charts (default: the model name)"},
+    {"api-key", "KEY", "sent as Authorization: Bearer KEY"},
+    {"warmup", "N", "unmeasured requests sent before the runs (default 0)"},
+    {"timeout", "S", "seconds without data before a request counts as failed (default 600)"},
+    {"json", "FILE", "write every run (with per-request latencies) as JSON to this file"},
+    {"html", "FILE", "write a self-contained HTML report (CDFs, charts against concurrency)"},
+};
+
+void add_serve(CLI::App& bench) {
+  auto flags = std::make_shared<FlagValues>();
+  auto* cmd = bench.add_subcommand(
+      "serve",
+      "streamed requests against an OpenAI-compatible server (tokamak, llama.cpp, vLLM): "
+      "throughput, TTFT, TPOT, ITL, E2E latency, goodput");
+  for (const FlagHelp& f : kServeFlags) {
+    const std::string name = f.name;
+    cmd->add_option_function<std::string>(
+           "--" + name, [flags, name](const std::string& v) { (*flags)[name] = v; }, f.help)
+        ->type_name(f.type);
+  }
+  cmd->allow_extras();  // reported below as one error line
+  cmd->callback([cmd, flags] {
+    if (!cmd->remaining().empty()) {
+      throw Error("bench serve: unknown argument \"" + cmd->remaining().front() +
+                  "\" (see --help)");
+    }
+    if (!run_serve_bench(serve_config_from_flags(*flags))) exit_status() = 2;
+  });
+}
+
+void add_report(CLI::App& bench) {
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto html = std::make_shared<std::string>();
+  auto* cmd = bench.add_subcommand(
+      "report",
+      "saved `bench serve --json` runs in one table and one HTML page (e.g. tokamak "
+      "beside llama.cpp)");
+  cmd->add_option("inputs", *inputs, "JSON files written by bench serve --json");
+  cmd->add_option("--html", *html, "write the HTML report (every run on the same charts)");
+  cmd->callback([inputs, html] { run_bench_report(*inputs, *html); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "offline benchmarks of the serving engine");
+  auto* bench =
+      app.add_subcommand("bench", "benchmarks: the serving engine offline, or a server over HTTP");
   bench->require_subcommand(1);
   add_throughput(*bench);
   add_interference(*bench);
+  add_serve(*bench);
+  add_report(*bench);
 }
 
 }  // namespace tokamak::cli

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); any bad command line exits 1, like every
+    // other error, whatever CLI11's own code for it.
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const tokamak::Error& e) {
     std::fprintf(stderr, "tokamak: error: %s\n", e.what());
     return 1;

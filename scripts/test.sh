@@ -27,7 +27,7 @@ echo "== ASan+UBSan build: unit tests"
 # Debug keeps the asserts on (every precondition a caller could break); -O1 -g1 compiles in
 # about half the time of -O2 -g and still gives stack traces with line numbers.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DTOKAMAK_SANITIZE=ON >/dev/null
+  -DTOKAMAK_SANITIZE=ON -DTOKAMAK_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 # Tests on the full default model are slow under the sanitizers and exercise the same code
 # as the tiny-model tests; they run in the Release build above.

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# tokamak beside llama.cpp on the same GGUF file, same machine, same run (benchmark issue,
+# item 3). Obtains llama.cpp from the PyPI sdist of llama-cpp-python (its vendor/llama.cpp),
+# builds llama-server and llama-bench once (native CPU flags, Release, CPU only) into
+# third_party_peers/ (git-ignored, never committed), builds tokamak from this tree into
+# build-cmp/, then runs bench/compare/run_compare.py:
+#   - offline batch 1: llama-bench pp512 / tg128 vs tokamak bench throughput --concurrency 1
+#   - serving, both servers up with equivalent settings, one client (tokamak bench serve):
+#     batch-1 latency, a concurrency sweep 1/4/16/32, the prefix-shared workload
+#   - runs alternate A/B and repeat; tables of medians, min-max and tokamak / llama.cpp
+#   - per-run JSON, server logs, summary.md and HTML reports under --out
+#
+# Usage: bench/compare.sh [--model GGUF] [--threads 2] [--repeats 3] [--quick]
+#                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
+#                         [--llama-version 0.3.36] [--build-only] [run_compare.py flags...]
+#   --model GGUF         the model both run (default: the default model in models/)
+#   --synthetic-1b TYPE  instead: a random-weight model of a 1B llama's shape, made once into
+#                        models/synthetic/ (see bench/compare/make_synthetic_gguf.py)
+#   --quick              a smoke test of every step, under ~10 minutes with the default model
+#   --build-only         fetch and build llama.cpp and tokamak, run nothing
+#   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
+#   other flags go to run_compare.py (--sweep 1,4,16 --input-len 256 --workloads sweep
+#   --skip-offline --llama-omp default ...; `python3 bench/compare/run_compare.py --help`
+#   lists them). llama.cpp's OpenMP threads run with GOMP_SPINCOUNT=10000 (spin briefly,
+#   then sleep, as tokamak's pool does) unless --llama-omp default|passive: with libgomp's
+#   long default spin, any other load on the cores costs llama.cpp several-fold (see
+#   llama_env in bench/compare/run_compare.py).
+# Environment: JOBS (build jobs, default 2).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+MODEL=""
+THREADS=2
+REPEATS=3
+QUICK=()
+SYNTH=""
+OUT=""
+TOKAMAK=""
+LLAMA_VERSION=0.3.36
+BUILD_ONLY=0
+PASS=()
+JOBS=${JOBS:-2}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) MODEL="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --repeats) REPEATS="$2"; shift 2 ;;
+    --quick) QUICK=(--quick); shift ;;
+    --synthetic-1b) SYNTH="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --tokamak) TOKAMAK="$2"; shift 2 ;;
+    --llama-version) LLAMA_VERSION="$2"; shift 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    -h|--help) sed -n '2,/^# Environment/p' "$0" | cut -c3-; exit 0 ;;
+    *) PASS+=("$1"); shift ;;
+  esac
+done
+
+log() { printf '[compare.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+PEERS="$ROOT/third_party_peers"
+SDIST_DIR="$PEERS/llama_cpp_python-$LLAMA_VERSION"
+LLAMA_SRC="$SDIST_DIR/vendor/llama.cpp"
+LLAMA_BUILD="$PEERS/llama.cpp-build-$LLAMA_VERSION"
+LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
+LLAMA_BENCH="$LLAMA_BUILD/bin/llama-bench"
+
+# llama.cpp's sources from the llama-cpp-python sdist, built once; a second run finds the
+# binaries and skips all of it.
+build_llamacpp() {
+  if [ -x "$LLAMA_SERVER" ] && [ -x "$LLAMA_BENCH" ]; then
+    log "llama.cpp $LLAMA_VERSION: using $LLAMA_BUILD/bin"
+    return
+  fi
+  mkdir -p "$PEERS"
+  if [ ! -f "$LLAMA_SRC/CMakeLists.txt" ]; then
+    local tarball="$PEERS/llama_cpp_python-$LLAMA_VERSION.tar.gz"
+    if [ ! -f "$tarball" ]; then
+      log "downloading the sdist of llama-cpp-python==$LLAMA_VERSION from PyPI"
+      python3 -m pip download --quiet --no-binary :all: --no-deps \
+        "llama-cpp-python==$LLAMA_VERSION" -d "$PEERS"
+    fi
+    tar xzf "$tarball" -C "$PEERS"
+  fi
+  local server_dir=""
+  for d in tools/server examples/server; do
+    [ -f "$LLAMA_SRC/$d/CMakeLists.txt" ] && server_dir="$d" && break
+  done
+  local targets=(llama-bench)
+  local server_flags=(-DLLAMA_BUILD_SERVER=OFF)
+  if [ -n "$server_dir" ]; then
+    targets+=(llama-server)
+    # The web UI's built assets are not in the sdist (only its Svelte sources): build the
+    # server without an embedded UI and never try to download one.
+    server_flags=(-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+      -DLLAMA_BUILD_WEBUI=OFF)
+  else
+    log "WARNING: this sdist has no llama-server sources; building llama-bench only"
+  fi
+  local t0=$SECONDS
+  log "building ${targets[*]} of llama.cpp $LLAMA_VERSION (-j$JOBS, log: $LLAMA_BUILD.log)"
+  {
+    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF "${server_flags[@]}"
+    cmake --build "$LLAMA_BUILD" -j"$JOBS" --target "${targets[@]}"
+  } >"$LLAMA_BUILD.log" 2>&1 || { tail -30 "$LLAMA_BUILD.log" >&2; exit 1; }
+  log "llama.cpp built in $((SECONDS - t0)) s"
+  [ -x "$LLAMA_SERVER" ] || { log "no llama-server: the serving comparison is skipped"; PASS+=(--skip-serve); }
+}
+
+build_tokamak() {
+  if [ -n "$TOKAMAK" ]; then return; fi
+  TOKAMAK="$ROOT/build-cmp/tokamak"
+  log "building tokamak (Release) in build-cmp/"
+  cmake -S "$ROOT" -B "$ROOT/build-cmp" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$ROOT/build-cmp" -j"$JOBS" --target tokamak >"$ROOT/build-cmp/build.log" 2>&1 ||
+    { tail -30 "$ROOT/build-cmp/build.log" >&2; exit 1; }
+  "$TOKAMAK" bench serve --help >/dev/null 2>&1 ||
+    { log "this tokamak has no 'bench serve'"; exit 1; }
+}
+
+build_llamacpp
+build_tokamak
+[ "$BUILD_ONLY" = 1 ] && exit 0
+
+if [ -n "$SYNTH" ]; then
+  MODEL="$ROOT/models/synthetic/llama-1b-shape.$SYNTH.gguf"
+  if [ ! -f "$MODEL" ]; then
+    mkdir -p "$ROOT/models/synthetic"
+    log "making $MODEL"
+    python3 bench/compare/make_synthetic_gguf.py --type "$SYNTH" --out "$MODEL"
+  fi
+fi
+if [ -z "$MODEL" ]; then
+  MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  [ -f "$MODEL" ] || scripts/fetch_model.sh
+fi
+[ -f "$MODEL" ] || { log "no model file $MODEL"; exit 1; }
+
+if [ -z "$OUT" ]; then
+  OUT="$ROOT/build-cmp/results/$(date +%Y%m%d-%H%M%S)-$(basename "$MODEL" .gguf)"
+fi
+exec python3 bench/compare/run_compare.py --model "$MODEL" --tokamak "$TOKAMAK" \
+  --llama-server "$LLAMA_SERVER" --llama-bench "$LLAMA_BENCH" --out "$OUT" \
+  --threads "$THREADS" --repeats "$REPEATS" "${QUICK[@]}" "${PASS[@]}"

@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""tokamak beside llama.cpp on one GGUF file: the driver behind bench/compare.sh.
+
+Offline: batch-1 prefill of a 512-token prompt and decode of 128 tokens after it, from
+`llama-bench` (pp512 at depth 0, tg128 at depth 512) and `tokamak bench throughput`
+(concurrency 1: prompt tokens / TTFT p50, and 1000 / TPOT p50).
+
+Serving: both servers run side by side (one idle while the other is measured) with the same
+threads, parallel slots = the largest concurrency, the same context per sequence and the
+same KV capacity; the same client (`tokamak bench serve`) sends identical workloads to
+each: batch-1 latency, a concurrency sweep and the prefix-shared workload. Every run uses
+its own seed (the same for both servers), so no prompt is ever seen twice by a server's
+prompt cache except where the workload shares a prefix on purpose.
+
+Runs alternate A/B (the order flips every repeat) and the tables give medians, min-max and
+the ratio tokamak / llama.cpp. Everything lands in --out: per-run JSON, server logs,
+summary.md, samples.json and the HTML reports.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
+import stats  # noqa: E402
+
+MODEL_NAME = "bench-model"  # the name both servers answer to
+LOG_FILE = None  # --out/compare.log once known
+
+
+def log(msg):
+    line = f"[compare {time.strftime('%H:%M:%S')}] {msg}"
+    print(line, flush=True)
+    if LOG_FILE:
+        with open(LOG_FILE, "a") as f:
+            f.write(line + "\n")
+
+
+def llama_env(a):
+    """llama.cpp's environment. Its CPU backend runs on OpenMP (libgomp), whose threads by
+    default spin ~300,000 iterations at every barrier before sleeping. Measured here with
+    llama-bench (2 threads, default model, pp128 / tg64 tok/s):
+      as built, quiet machine          ~240-280 / ~120
+      as built, other load on the cores    37 / 60 +- 82  (a descheduled thread stalls the
+                                                           other, which keeps spinning)
+      OMP_WAIT_POLICY=passive            ~300 / 41    (a futex wake-up at each of the
+                                                       ~600 barriers of a token)
+      GOMP_SPINCOUNT=10000               ~280-350 / ~120, also under load
+    The last spins briefly and then sleeps, which is also what tokamak's own thread pool
+    does (2,048 pause iterations, then a condition variable): the default here
+    (--llama-omp brief-spin). --llama-omp default keeps libgomp's own setting (right on a
+    dedicated, quiet machine), --llama-omp passive sets OMP_WAIT_POLICY=passive."""
+    env = dict(os.environ)
+    if a.llama_omp == "brief-spin":
+        env["GOMP_SPINCOUNT"] = "10000"
+    elif a.llama_omp == "passive":
+        env["OMP_WAIT_POLICY"] = "passive"
+    return env
+
+
+LLAMA_OMP_TEXT = {"brief-spin": "GOMP_SPINCOUNT=10000", "passive": "OMP_WAIT_POLICY=passive",
+                  "default": "libgomp's default waiting"}
+LOADS = []  # every load average read, for the summary
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        v = float(f.read().split()[0])
+    LOADS.append(v)
+    return v
+
+
+def run_checked(argv, log_path):
+    with open(log_path, "w") as f:
+        f.write("$ " + " ".join(argv) + "\n")
+        f.flush()
+        r = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        with open(log_path) as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"command failed ({r.returncode}): {' '.join(argv)}\n{tail}")
+
+
+# --- offline ------------------------------------------------------------------------------
+
+def offline_llamacpp(a, out_dir, rep):
+    path = os.path.join(out_dir, f"llama-bench-r{rep}.json")
+    argv = [a.llama_bench, "-m", a.model, "-t", str(a.threads), "-p", str(a.prefill_len),
+            "-n", str(a.decode_len), "-d", f"0,{a.prefill_len}", "-r", "1", "-o", "json"]
+    with open(path, "w") as f:
+        r = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, text=True,
+                           stdin=subprocess.DEVNULL, env=llama_env(a))
+    if r.returncode != 0:
+        raise RuntimeError(f"llama-bench failed: {r.stderr[-3000:]}")
+    with open(path) as f:
+        tests = json.load(f)
+    fig = {}
+    for t in tests:
+        if t["n_prompt"] == a.prefill_len and t["n_gen"] == 0 and t["n_depth"] == 0:
+            fig["prefill_tok_s"] = t["avg_ts"]
+        if t["n_gen"] == a.decode_len and t["n_prompt"] == 0 and t["n_depth"] == a.prefill_len:
+            fig["decode_tok_s"] = t["avg_ts"]
+        if t["n_gen"] == a.decode_len and t["n_prompt"] == 0 and t["n_depth"] == 0:
+            fig["decode_d0_tok_s"] = t["avg_ts"]
+    return fig
+
+
+def offline_tokamak(a, out_dir, rep):
+    path = os.path.join(out_dir, f"tokamak-throughput-r{rep}.json")
+    argv = [a.tokamak, "bench", "throughput", "-m", a.model, "-t", str(a.threads),
+            "--num-prompts", str(a.offline_prompts), "--input-len", str(a.prefill_len),
+            "--output-len", str(a.decode_len), "--concurrency", "1", "--seed", str(rep),
+            "--json", path]
+    run_checked(argv, path + ".log")
+    with open(path) as f:
+        d = json.load(f)
+    prompt_len = d["prompt_tokens"] / d["config"]["num_prompts"]
+    return {"prefill_tok_s": prompt_len / (d["ttft_ms"]["p50"] / 1000),
+            "decode_tok_s": 1000 / d["tpot_ms"]["p50"]}
+
+
+def run_offline(a, samples):
+    out_dir = os.path.join(a.out, "offline")
+    os.makedirs(out_dir, exist_ok=True)
+    row = f"batch 1, {a.threads} threads"
+    for rep in range(a.offline_repeats):
+        order = [("tokamak", offline_tokamak), ("llama.cpp", offline_llamacpp)]
+        if rep % 2:
+            order.reverse()
+        for name, fn in order:
+            la = loadavg()
+            fig = fn(a, out_dir, rep)
+            fig["load"] = la
+            log(f"offline r{rep} {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in fig.items())
+                + f" (load -> {loadavg():.1f})")
+            samples.add("offline", row, name, fig)
+
+
+# --- serving ------------------------------------------------------------------------------
+
+def workloads(a):
+    """(section, row, client flags, concurrency) of every measured serving run, in order."""
+    w = []
+    if "batch1" in a.workloads:
+        w.append(("batch-1", f"random {a.batch1_input_len}/{a.batch1_output_len}, c=1",
+                  ["--dataset", "random", "--input-len", str(a.batch1_input_len),
+                   "--output-len", str(a.batch1_output_len),
+                   "--num-prompts", str(a.batch1_prompts)], 1))
+    if "sweep" in a.workloads:
+        for c in a.sweep:
+            n = max(a.min_prompts, a.prompts_per_slot * c)
+            w.append(("sweep", f"random {a.input_len}/{a.output_len}, c={c}",
+                      ["--dataset", "random", "--input-len", str(a.input_len),
+                       "--output-len", str(a.output_len), "--num-prompts", str(n)], c))
+    if "prefix" in a.workloads:
+        n = a.prefix_groups * a.prefix_questions
+        w.append(("prefix-shared",
+                  f"{a.prefix_groups} x {a.prefix_len}-token prefix + {a.prefix_question_len}"
+                  f"/{a.prefix_output_len}, {n} prompts, c={a.prefix_concurrency}",
+                  ["--dataset", "prefix-shared", "--prefix-groups", str(a.prefix_groups),
+                   "--prefix-len", str(a.prefix_len), "--input-len", str(a.prefix_question_len),
+                   "--output-len", str(a.prefix_output_len), "--num-prompts", str(n)],
+                  a.prefix_concurrency))
+    return w
+
+
+def bench_serve(a, server, flags, concurrency, seed, json_path, label):
+    argv = [a.tokamak, "bench", "serve", "--tokenizer-model", a.model, "--url", server.url,
+            "--endpoint", "completions", "--model", MODEL_NAME, *flags,
+            "--max-concurrency", str(concurrency), "--seed", str(seed), "--json", json_path,
+            "--label", label]
+    run_checked(argv, json_path + ".log")
+    runs = stats.load_runs(json_path)
+    if len(runs) != 1:
+        raise RuntimeError(f"{json_path}: expected one run, found {len(runs)}")
+    run = runs[0]
+    if run.get("failed"):
+        raise RuntimeError(f"{json_path}: {run['failed']} requests failed: {run.get('errors')}")
+    return run
+
+
+def ctx_per_seq(a):
+    need = max(a.batch1_input_len + a.batch1_output_len, a.input_len + a.output_len,
+               a.prefix_len + a.prefix_question_len + a.prefix_output_len)
+    need = int(need * 1.1) + 16  # the tokenizer may make a few more tokens than asked
+    return max(a.ctx, -(-need // 256) * 256)
+
+
+def run_serving(a, samples):
+    out_dir = os.path.join(a.out, "serve")
+    os.makedirs(out_dir, exist_ok=True)
+    parallel = max([1, a.prefix_concurrency] + (a.sweep if "sweep" in a.workloads else []))
+    ctx = ctx_per_seq(a)
+    log(f"servers: {a.threads} threads, {parallel} slots / max sequences, {ctx} tokens of "
+        f"context per sequence, KV for {parallel * ctx} tokens")
+    srv = {
+        "tokamak": servers.tokamak_server(a.tokamak, a.model, a.threads, parallel, ctx,
+                                          MODEL_NAME, os.path.join(out_dir, "tokamak-serve.log")),
+        "llama.cpp": servers.llama_server(a.llama_server, a.model, a.threads, parallel, ctx,
+                                          MODEL_NAME, os.path.join(out_dir, "llama-server.log"),
+                                          env=llama_env(a)),
+    }
+    try:
+        for s in srv.values():
+            s.start()
+            log(f"{s.name} healthy at {s.url}")
+        # Warm-up: the first requests of a server pay for thread start-up and page faults.
+        for name, s in srv.items():
+            bench_serve(a, s, ["--dataset", "random", "--input-len", "64", "--output-len", "16",
+                               "--num-prompts", "4"], 2, 999, os.path.join(out_dir,
+                               f"warmup-{'tokamak' if name == 'tokamak' else 'llamacpp'}.json"),
+                        name)
+        # An idle server must not take CPU from the measured one.
+        before = {n: s.cpu_seconds() for n, s in srv.items()}
+        time.sleep(3)
+        for n, s in srv.items():
+            idle = (s.cpu_seconds() - before[n]) / 3
+            log(f"{n} idle: {idle * 100:.1f}% of a core")
+            if idle > 0.05:
+                log(f"WARNING: {n} uses CPU while idle; the other's figures are affected")
+
+        runs_by_key = {}  # (section, row, server) -> [(figures, run)]
+        wl = workloads(a)
+        for rep in range(a.repeats):
+            order = ["tokamak", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "tokamak"]
+            for i, (section, row, flags, conc) in enumerate(wl):
+                seed = 1000 * (rep + 1) + i  # the same for both servers, new for every run
+                for name in order:
+                    tag = "tokamak" if name == "tokamak" else "llamacpp"
+                    path = os.path.join(out_dir, f"{section}-c{conc}-{i}-r{rep}-{tag}.json")
+                    la = loadavg()
+                    run = bench_serve(a, srv[name], flags, conc, seed, path, name)
+                    fig = stats.serve_figures(run)
+                    fig["load"] = la
+                    samples.add(section, row, name, fig)
+                    runs_by_key.setdefault((section, row, name), []).append((fig, run))
+                    log(f"r{rep} {section} [{row}] {name}: {fig['output_tok_s']:.1f} out tok/s, "
+                        f"TTFT p50 {fig['ttft_p50']:.0f} ms, TPOT p50 {fig['tpot_p50']:.1f} ms "
+                        f"(load {la:.1f} -> {loadavg():.1f})")
+        return runs_by_key
+    finally:
+        for s in srv.values():
+            s.stop()
+
+
+def median_run(entries):
+    """The run whose output tokens/s is the median of its repeats (the lower middle one)."""
+    entries = sorted(entries, key=lambda e: e[0]["output_tok_s"] or 0)
+    return entries[(len(entries) - 1) // 2][1]
+
+
+def write_reports(a, runs_by_key):
+    """HTML reports (through `tokamak bench report`) from the median repeat of every run:
+    the sweep (both servers on each chart), and batch-1 + prefix-shared."""
+    groups = {"report.html": [], "report-batch1-prefix.html": []}
+    for (section, row, name), entries in runs_by_key.items():
+        run = dict(median_run(entries))
+        if section == "sweep":
+            run["label"] = name
+            groups["report.html"].append(run)
+        else:
+            run["label"] = f"{name} {section}"
+            groups["report-batch1-prefix.html"].append(run)
+    for html, runs in groups.items():
+        if not runs:
+            continue
+        runs.sort(key=lambda r: (r["label"], r["settings"].get("max_concurrency") or 0))
+        src = os.path.join(a.out, html.replace(".html", "-runs.json"))
+        with open(src, "w") as f:
+            json.dump({"bench": "serve", "version": 1, "runs": runs}, f)
+        out = os.path.join(a.out, html)
+        run_checked(report_argv(a, src, out), out + ".log")
+        log(f"wrote {out}")
+
+
+def report_argv(a, runs_json, html_out):
+    return [a.tokamak, "bench", "report", runs_json, "--html", html_out]
+
+
+# --- main ---------------------------------------------------------------------------------
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tokamak", required=True)
+    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--offline-repeats", type=int)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--skip-offline", action="store_true")
+    ap.add_argument("--skip-serve", action="store_true")
+    ap.add_argument("--workloads", default="batch1,sweep,prefix")
+    ap.add_argument("--sweep", default="1,4,16,32")
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--prompts-per-slot", type=int, default=2)
+    ap.add_argument("--min-prompts", type=int, default=8)
+    ap.add_argument("--batch1-input-len", type=int, default=512)
+    ap.add_argument("--batch1-output-len", type=int, default=128)
+    ap.add_argument("--batch1-prompts", type=int, default=4)
+    ap.add_argument("--prefix-groups", type=int, default=2)
+    ap.add_argument("--prefix-questions", type=int, default=8)
+    ap.add_argument("--prefix-len", type=int, default=1000)
+    ap.add_argument("--prefix-question-len", type=int, default=32)
+    ap.add_argument("--prefix-output-len", type=int, default=64)
+    ap.add_argument("--prefix-concurrency", type=int, default=4)
+    ap.add_argument("--prefill-len", type=int, default=512)
+    ap.add_argument("--decode-len", type=int, default=128)
+    ap.add_argument("--offline-prompts", type=int, default=3)
+    ap.add_argument("--ctx", type=int, default=2048, help="least context per sequence")
+    ap.add_argument("--llama-omp", choices=["brief-spin", "passive", "default"],
+                    default="brief-spin",
+                    help="how llama.cpp's OpenMP threads wait at barriers (see llama_env)")
+    a = ap.parse_args()
+    if a.quick:
+        # A smoke test of everything, well under 10 minutes on 2 cores with the default model.
+        a.repeats = 1
+        a.offline_prompts = 2
+        a.min_prompts = 4
+        a.prompts_per_slot = 1
+        a.input_len, a.output_len = 128, 64
+        a.batch1_prompts = 2
+        a.batch1_output_len = 64
+        a.prefix_questions = 4
+        a.prefix_len = 512
+        a.prefix_output_len = 32
+    if a.offline_repeats is None:
+        a.offline_repeats = a.repeats
+    a.sweep = [int(c) for c in a.sweep.split(",") if c]
+    a.workloads = set(a.workloads.split(","))
+    return a
+
+
+def main():
+    a = parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    global LOG_FILE
+    LOG_FILE = os.path.join(a.out, "compare.log")
+    samples = stats.Samples()
+    t0 = time.monotonic()
+    log(f"model {a.model}, {a.threads} threads, {a.repeats} repeats, out {a.out}, "
+        f"llama.cpp OpenMP wait {a.llama_omp} ({LLAMA_OMP_TEXT[a.llama_omp]}), "
+        f"load average {loadavg():.1f}")
+    if not a.skip_offline:
+        run_offline(a, samples)
+    runs_by_key = {} if a.skip_serve else run_serving(a, samples)
+
+    with open(os.path.join(a.out, "samples.json"), "w") as f:
+        json.dump({"model": a.model, "threads": a.threads, "repeats": a.repeats,
+                   "rows": samples.to_json()}, f, indent=1)
+    lines = [f"# tokamak beside llama.cpp: {os.path.basename(a.model)}, {a.threads} threads",
+             "",
+             f"median (min-max) over {a.repeats} alternating runs (offline: "
+             f"{a.offline_repeats}); ratio = tokamak / llama.cpp of the medians (above 1 is "
+             "better for tok/s, below 1 is better for latencies). llama.cpp with "
+             f"{LLAMA_OMP_TEXT[a.llama_omp]}"
+             f"; load average during the runs {min(LOADS):.1f}-{max(LOADS):.1f} "
+             f"({a.threads} threads measured)", ""]
+    if not a.skip_offline:
+        lines += ["## Offline, batch 1 (llama-bench pp512 / tg128 at depth 512 vs tokamak "
+                  "bench throughput --concurrency 1)", "",
+                  stats.detailed_table(samples, "offline", stats.OFFLINE_METRICS + [
+                      ("decode_d0_tok_s", "decode tok/s at depth 0 (llama-bench only)",
+                       "higher"), stats.LOAD_METRIC]), "",
+                  "Per repeat, tokamak / llama.cpp:", "",
+                  stats.per_repeat_table(samples, "offline", stats.OFFLINE_METRICS), ""]
+    for section in ("batch-1", "sweep", "prefix-shared"):
+        if any(s == section for s, _ in samples.rows):
+            lines += [f"## Serving: {section}", "",
+                      stats.detailed_table(samples, section,
+                                           stats.SERVE_METRICS + [stats.LOAD_METRIC]), "",
+                      stats.ratio_table(samples, section, stats.SERVE_METRICS), "",
+                      "Per repeat, tokamak / llama.cpp:", "",
+                      stats.per_repeat_table(samples, section, [stats.SERVE_METRICS[0],
+                                                                stats.SERVE_METRICS[3]]), ""]
+    summary = "\n".join(lines)
+    with open(os.path.join(a.out, "summary.md"), "w") as f:
+        f.write(summary + "\n")
+    print("\n" + summary)
+    if runs_by_key:
+        write_reports(a, runs_by_key)
+    log(f"done in {time.monotonic() - t0:.0f} s; tables in {os.path.join(a.out, 'summary.md')}")
+
+
+if __name__ == "__main__":
+    main()

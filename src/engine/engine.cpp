@@ -35,7 +35,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request request) {
                                 " requests waiting); retry later");
     }
     stream = std::make_shared<RequestStream>(next_id_++, request.n);
-    inbox_.emplace_back(std::move(request), stream);
+    inbox_.push_back({std::move(request), stream, Clock::now()});
   }
   wake_.notify_all();
   return stream;
@@ -75,7 +75,7 @@ void Engine::snapshot_locked() {
 }
 
 void Engine::loop() {
-  std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> arrivals;
+  std::vector<Submitted> arrivals;
   std::vector<uint64_t> cancels;
   std::vector<RequestOutput> outputs;
   bool stopping = false;
@@ -101,10 +101,10 @@ void Engine::loop() {
       stopping = stop_;
     }
     const auto now = Clock::now();
-    for (auto& [request, stream] : arrivals) {
+    for (auto& [request, stream, arrival] : arrivals) {
       const uint64_t id = stream->id();
       try {
-        core_.add_request(id, std::move(request), now);
+        core_.add_request(id, std::move(request), arrival);
         streams_.emplace(id, stream);
       } catch (const std::exception& e) {
         // The queue limit (submit checked the rest) or memory: end this stream, keep serving.

@@ -66,7 +66,15 @@ class Engine {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> inbox_;
+  // A submitted request until the engine thread takes it in at the next step boundary. Its
+  // arrival is the submit() time, so that TTFT and queue time include the wait for the step
+  // that was running when it came (up to a whole prefill step).
+  struct Submitted {
+    Request request;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point arrival;
+  };
+  std::vector<Submitted> inbox_;
   std::vector<uint64_t> cancels_;
   std::unordered_map<uint64_t, std::shared_ptr<RequestStream>> streams_;  // engine thread
   uint64_t next_id_ = 1;

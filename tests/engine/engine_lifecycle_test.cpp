@@ -128,6 +128,52 @@ TEST_F(EngineLifecycleTest, SubmitsFromSeveralThreadsEachGetTheirSoloOutput) {
   expect_engine_drains(engine);
 }
 
+// A request that comes while a step runs waits for that step to end before the engine takes
+// it in; its arrival (the start of its TTFT and queue time) must still be the submit() time.
+// The step observer holds the engine thread inside a step until the second submit returned,
+// so an arrival stamped at intake would come after `after` whatever the machine's speed.
+TEST_F(EngineLifecycleTest, ArrivalIsTheSubmitTimeEvenWhenAStepIsRunning) {
+  Engine engine(*model_->model, *model_->tok, test::roomy_options());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_step = false;
+  bool submitted = false;
+  engine.set_step_observer([&](const StepReport&) {
+    std::unique_lock lock(mu);
+    if (in_step) return;  // only the first step is held
+    in_step = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return submitted; });
+  });
+  const Request first = make_request(prompt(400, 12), greedy(6));
+  const Request second = make_request(prompt(401, 9), greedy(4));
+  auto s1 = engine.submit(first);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kTimeout, [&] { return in_step; }));
+  }
+  const auto before = Clock::now();
+  auto s2 = engine.submit(second);
+  const auto after = Clock::now();
+  {
+    std::lock_guard lock(mu);
+    submitted = true;
+  }
+  cv.notify_all();
+
+  test::OutputLog log;
+  log.expect(s1->id(), first);
+  log.expect(s2->id(), second);
+  collect(*s1, log);
+  collect(*s2, log);
+  const auto& m = log.at(s2->id(), 0).metrics;
+  ASSERT_TRUE(m.has_value());
+  EXPECT_GE(m->arrival, before);
+  EXPECT_LE(m->arrival, after);
+  EXPECT_GT(m->first_scheduled, after);  // taken in only once the held step ended
+  expect_engine_drains(engine);
+}
+
 // The engine thread is held inside the stream's callback until another thread has asked to
 // cancel: the cancel then lands mid-generation whatever the machine's speed.
 TEST_F(EngineLifecycleTest, CancelFromAnotherThreadMidGeneration) {

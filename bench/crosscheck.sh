@@ -7,8 +7,13 @@
 # (nothing is downloaded from a model hub), builds tokamak from this tree into build-cmp/,
 # then runs bench/compare/crosscheck.py (definitions and differences in its docstring).
 #
+# By default both clients run at the same time against the one server, each with half the
+# concurrency, so that both measure the same server under the same load (--mode alternate:
+# one after the other; aiperf's own CPU use then slows the server it measures).
+#
 # Usage: bench/crosscheck.sh [--model GGUF] [--tokamak BINARY] [--out DIR]
-#                            [crosscheck.py flags: --input-len 128 --output-len 128
+#                            [crosscheck.py flags: --mode together|alternate
+#                             --input-len 128 --output-len 128 --range-ratio 0.5
 #                             --concurrency 8 --num-prompts 32 --repeats 3 --threads 1]
 # The server gets 1 kernel thread by default so that, on 2 cores, the clients have a core of
 # their own: aiperf is several Python processes and takes seconds of CPU per run, which

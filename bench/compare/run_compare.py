@@ -19,6 +19,7 @@ summary.md, samples.json and the HTML reports.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -340,6 +341,17 @@ def parse_args():
     return a
 
 
+def tokamak_revision():
+    """The source tree's commit (with -dirty when it has changes), or "unknown"."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        out = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def main():
     a = parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -364,7 +376,9 @@ def main():
              "better for tok/s, below 1 is better for latencies). llama.cpp with "
              f"{LLAMA_OMP_TEXT[a.llama_omp]}"
              f"; load average during the runs {min(LOADS):.1f}-{max(LOADS):.1f} "
-             f"({a.threads} threads measured)", ""]
+             f"({a.threads} threads measured)", "",
+             f"{time.strftime('%Y-%m-%d %H:%M %Z')}, tokamak {tokamak_revision()}; command: "
+             f"`{' '.join(shlex.quote(x) for x in sys.argv)}`", ""]
     if not a.skip_offline:
         lines += ["## Offline, batch 1 (llama-bench pp512 / tg128 at depth 512 vs tokamak "
                   "bench throughput --concurrency 1)", "",

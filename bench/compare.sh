@@ -14,8 +14,9 @@
 #                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
 #                         [--llama-version 0.3.36] [--build-only] [run_compare.py flags...]
 #   --model GGUF         the model both run (default: the default model in models/)
-#   --synthetic-1b TYPE  instead: a random-weight model of a 1B llama's shape, made once into
-#                        models/synthetic/ (see bench/compare/make_synthetic_gguf.py)
+#   --synthetic-1b TYPE  instead: a random-weight model of Llama 3.2 1B's shape with the default
+#                        model's tokenizer, made once into models/synthetic/ by
+#                        `tokamak make-synthetic --shape 1b --type TYPE --tokenizer-from`
 #   --quick              a smoke test of every step, under ~10 minutes with the default model
 #   --build-only         fetch and build llama.cpp and tokamak, run nothing
 #   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
@@ -126,16 +127,21 @@ build_llamacpp
 build_tokamak
 [ "$BUILD_ONLY" = 1 ] && exit 0
 
+DEFAULT_MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ -n "$SYNTH" ]; then
   MODEL="$ROOT/models/synthetic/llama-1b-shape.$SYNTH.gguf"
   if [ ! -f "$MODEL" ]; then
+    "$TOKAMAK" make-synthetic --help >/dev/null 2>&1 ||
+      { log "this tokamak has no 'make-synthetic'"; exit 1; }
+    [ -f "$DEFAULT_MODEL" ] || scripts/fetch_model.sh  # the tokenizer's source
     mkdir -p "$ROOT/models/synthetic"
     log "making $MODEL"
-    python3 bench/compare/make_synthetic_gguf.py --type "$SYNTH" --out "$MODEL"
+    "$TOKAMAK" make-synthetic --shape 1b --type "$SYNTH" --tokenizer-from "$DEFAULT_MODEL" \
+      -o "$MODEL"
   fi
 fi
 if [ -z "$MODEL" ]; then
-  MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  MODEL="$DEFAULT_MODEL"
   [ -f "$MODEL" ] || scripts/fetch_model.sh
 fi
 [ -f "$MODEL" ] || { log "no model file $MODEL"; exit 1; }

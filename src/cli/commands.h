@@ -14,6 +14,7 @@ void add_chat_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_make_synthetic_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 

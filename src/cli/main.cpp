@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tokamak::cli::add_info_command(app);
   tokamak::cli::add_tokenize_command(app);
   tokamak::cli::add_quantize_command(app);
+  tokamak::cli::add_make_synthetic_command(app);
   tokamak::cli::add_serve_command(app);
   tokamak::cli::add_bench_command(app);
   try {

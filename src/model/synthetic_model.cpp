@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "format/gguf.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tokamak {
@@ -74,6 +75,26 @@ void add_vocab(SyntheticModel& m, int32_t n_vocab) {
   m.set("tokenizer.ggml.add_bos_token", Value::boolean(true));
 }
 
+// GGML's llama_ftype of a file whose matrices are mostly `d`.
+uint32_t file_type_of(DType d) {
+  switch (d) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q4_1:
+      return 3;
+    case DType::Q8_0:
+      return 7;
+    case DType::BF16:
+      return 32;
+    default:
+      throw Error("synthetic model: unsupported dtype " + std::string(dtype_name(d)));
+  }
+}
+
 void check_spec(const SyntheticModelSpec& s) {
   const auto fail = [](const std::string& what) { throw Error("synthetic model: " + what); };
   if (s.n_vocab <= 0 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 ||
@@ -97,6 +118,49 @@ void check_spec(const SyntheticModelSpec& s) {
 }
 
 }  // namespace
+
+std::optional<SyntheticModelSpec> synthetic_shape(std::string_view name) {
+  SyntheticModelSpec s;
+  if (name == "tiny") return s;
+  if (name == "smol") {
+    s.n_vocab = 49152;
+    s.n_embd = 576;
+    s.n_layer = 30;
+    s.n_head = 9;
+    s.n_head_kv = 3;
+    s.n_ff = 1536;
+    s.n_ctx = 8192;
+    s.rope_freq_base = 100000.0f;
+    s.tied_output = true;
+    return s;
+  }
+  if (name == "1b") {
+    s.n_vocab = 128256;
+    s.n_embd = 2048;
+    s.n_layer = 16;
+    s.n_head = 32;
+    s.n_head_kv = 8;
+    s.n_ff = 8192;
+    s.n_ctx = 8192;
+    s.rope_freq_base = 500000.0f;
+    s.tied_output = true;
+    return s;
+  }
+  return std::nullopt;
+}
+
+TokenizerMetadata tokenizer_metadata(const gguf::File& file) {
+  const Value::Array* tokens = file.get_array("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->empty()) {
+    throw Error(file.path() + ": no tokenizer (tokenizer.ggml.tokens) to copy");
+  }
+  TokenizerMetadata tok;
+  tok.n_tokens = static_cast<int32_t>(tokens->size());
+  for (const auto& [key, value] : file.metadata()) {
+    if (key.starts_with("tokenizer.")) tok.entries.emplace_back(key, value);
+  }
+  return tok;
+}
 
 SyntheticModel::TensorData* SyntheticModel::find(const std::string& name) {
   for (auto& t : tensors) {
@@ -124,15 +188,38 @@ void SyntheticModel::erase(const std::string& key) {
   }
 }
 
-gguf::Writer SyntheticModel::to_writer() const {
+void SyntheticModel::set_tokenizer(const TokenizerMetadata& tok) {
+  const TensorData* embd = find("token_embd.weight");
+  if (embd == nullptr || embd->shape.size() != 2 || embd->shape[1] != tok.n_tokens) {
+    throw Error("synthetic model: the tokenizer has " + std::to_string(tok.n_tokens) +
+                " tokens, the model's vocabulary another size");
+  }
+  std::erase_if(metadata, [](const auto& kv) { return kv.first.starts_with("tokenizer."); });
+  for (const auto& [k, v] : tok.entries) set(k, v);
+  set("llama.vocab_size", Value::u32(static_cast<uint32_t>(tok.n_tokens)));
+}
+
+gguf::Writer SyntheticModel::to_writer() const& {
   gguf::Writer w;
   for (const auto& [k, v] : metadata) w.set(k, v);
   for (const auto& t : tensors) w.add_tensor(t.name, t.shape, t.dtype, t.data);
   return w;
 }
 
-void SyntheticModel::write(const std::string& path) const {
+gguf::Writer SyntheticModel::to_writer() && {
+  gguf::Writer w;
+  for (const auto& [k, v] : metadata) w.set(k, v);
+  for (auto& t : tensors) w.add_tensor(t.name, t.shape, t.dtype, std::move(t.data));
+  tensors.clear();
+  return w;
+}
+
+void SyntheticModel::write(const std::string& path) const& {
   to_writer().write(path);
+}
+
+void SyntheticModel::write(const std::string& path) && {
+  std::move(*this).to_writer().write(path);
 }
 
 SyntheticModel make_synthetic_model(const SyntheticModelSpec& s) {
@@ -141,6 +228,7 @@ SyntheticModel make_synthetic_model(const SyntheticModelSpec& s) {
   const int32_t hd = s.n_embd / s.n_head;
   m.set("general.architecture", Value::string("llama"));
   m.set("general.name", Value::string(s.name));
+  m.set("general.file_type", Value::u32(file_type_of(s.weight_dtype)));
   m.set("llama.context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
   m.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(s.n_embd)));
   m.set("llama.block_count", Value::u32(static_cast<uint32_t>(s.n_layer)));

@@ -5,10 +5,13 @@
 // O(1) through any depth; norms are near 1. The vocabulary is SentencePiece-style
 // (tokenizer.ggml.model = "llama"): <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>
 // (type 6), then pieces ("▁", letters, "▁"+letter, letter pairs, ...) with descending scores,
-// as many as n_vocab allows.
+// as many as n_vocab allows. A model can instead carry a real file's tokenizer (see
+// set_tokenizer), so that prompts tokenize as they do for that model.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,6 +20,9 @@
 #include "format/gguf_writer.h"
 
 namespace tokamak {
+namespace gguf {
+class File;
+}
 
 struct SyntheticModelSpec {
   int32_t n_vocab = 512;
@@ -37,6 +43,26 @@ struct SyntheticModelSpec {
   std::string name = "synthetic";
 };
 
+// The transformer shapes of real models, by name; weight dtypes are left F32, seed and name at
+// their defaults. nullopt for an unknown name.
+//   "tiny": the SyntheticModelSpec defaults above (a test fixture)
+//   "smol": SmolLM2-135M: 30 layers of 576, 9 heads of 64, 3 KV heads, FFN 1536, vocab
+//           49152, context 8192, RoPE base 100000, tied output
+//   "1b":   Llama 3.2 1B: 16 layers of 2048, 32 heads of 64, 8 KV heads, FFN 8192, vocab
+//           128256, RoPE base 500000, tied output; context 8192 (the real 128k needs the
+//           llama3 RoPE scaling, which the spec cannot express)
+std::optional<SyntheticModelSpec> synthetic_shape(std::string_view name);
+inline constexpr std::string_view kSyntheticShapes[] = {"tiny", "smol", "1b"};
+
+// Every tokenizer.* key of a GGUF file, in file order, and the number of tokens.
+struct TokenizerMetadata {
+  std::vector<std::pair<std::string, gguf::Value>> entries;
+  int32_t n_tokens = 0;  // size of tokenizer.ggml.tokens
+};
+
+// Throws Error when `file` has no tokenizer.ggml.tokens array.
+TokenizerMetadata tokenizer_metadata(const gguf::File& file);
+
 // A model as metadata and encoded tensors, for tests to alter before writing.
 struct SyntheticModel {
   struct TensorData {
@@ -51,12 +77,21 @@ struct SyntheticModel {
   TensorData* find(const std::string& name);
   void set(const std::string& key, gguf::Value value);  // replaces or appends
   void erase(const std::string& key);                   // metadata key, if present
-  gguf::Writer to_writer() const;
-  void write(const std::string& path) const;
+  // Replaces every tokenizer.* key with `tok`'s. Throws Error unless the model's vocabulary
+  // (llama.vocab_size, the rows of token_embd) has tok.n_tokens entries.
+  void set_tokenizer(const TokenizerMetadata& tok);
+  // The && forms move the tensor data into the writer instead of copying it (a 1B model
+  // then needs one copy in memory, not two).
+  gguf::Writer to_writer() const&;
+  gguf::Writer to_writer() &&;
+  // Through "<path>.part", renamed into place when complete (gguf::Writer::write).
+  void write(const std::string& path) const&;
+  void write(const std::string& path) &&;
 };
 
-// Throws Error for a spec that makes no model (zero sizes, heads not dividing, dims not
-// multiples of the block size of a block dtype, unsupported dtype).
+// Sets general.file_type from weight_dtype, as llama.cpp's files do. Throws Error for a spec
+// that makes no model (zero sizes, heads not dividing, dims not multiples of the block size
+// of a block dtype, unsupported dtype), before making any weight.
 SyntheticModel make_synthetic_model(const SyntheticModelSpec& spec);
 
 }  // namespace tokamak

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -263,14 +265,21 @@ TEST(ServerMetricsTest, EscapesTheModelName) {
 
 // Runs tests/integration/check_prometheus_text.py on `text` (written to the file `name`,
 // its output to name.log) with `args`; its exit status.
+// Runs the checker on `text`; its exit status, with its output in *log. The temporary files
+// are removed either way (TempDir is /tmp, shared by every run).
 int check_with_prometheus_client(const std::string& text, const std::string& name,
-                                 const std::string& args = "") {
+                                 const std::string& args, std::string* log) {
   const std::string path = testing::TempDir() + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << text;
   const std::string cmd =
       std::string("python3 " TOKAMAK_SOURCE_DIR "/tests/integration/check_prometheus_text.py ") +
       path + " " + args + " > " + path + ".log 2>&1";
-  return std::system(cmd.c_str());
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(path + ".log");
+  log->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::remove(path.c_str());
+  std::remove((path + ".log").c_str());
+  return status;
 }
 
 bool have_prometheus_client() {
@@ -287,15 +296,18 @@ TEST(ServerMetricsTest, ParsesWithPrometheusClient) {
     metrics.observe_step(12, at(1));
     metrics.count_error(400);
     const bool plain = name.find('"') == std::string::npos;
+    std::string log;
     EXPECT_EQ(check_with_prometheus_client(metrics.prometheus_text(kGauges), "metrics_ok.txt",
-                                           plain ? "--model-name " + name : ""),
+                                           plain ? "--model-name " + name : "", &log),
               0)
-        << name;
+        << name << "\n" << log;
   }
   // And the checker does catch a counter whose TYPE line lacks _total.
+  std::string log;
   EXPECT_NE(check_with_prometheus_client("# TYPE a counter\na_total{model_name=\"m\"} 1\n",
-                                         "metrics_bad.txt"),
-            0);
+                                         "metrics_bad.txt", "", &log),
+            0)
+      << log;
 }
 
 TEST(ServerMetricsTest, ThreadSafetySmoke) {

@@ -377,7 +377,8 @@ function drawChart(canvas, points, tEnd, lines, integer = false) {
   }
 }
 
-// The KV cache map: one square per cell of kv.cells ('.' free, 'u' used, 's' shared). The square
+// The KV cache map: one square per cell of kv.cells ('.' free, 'c' cached: in the prefix cache,
+// used by no request, free on demand; 'u' used, 's' shared). The square
 // size is the largest that keeps the map under KV_MAX_HEIGHT px, so the whole cache is visible.
 const KV_MAX_HEIGHT = 100, KV_GAP = 1;
 let kvLayout = null;   // {cols, side, n, perCell} for the hover title
@@ -404,7 +405,8 @@ function drawKvMap(kv) {
     ctx.fillText("no KV data", w / 2, 20);
     return;
   }
-  const colour = { ".": cssVar("--kv-free"), u: cssVar("--kv-used"), s: cssVar("--kv-shared") };
+  const colour = { ".": cssVar("--kv-free"), c: cssVar("--kv-cached"), u: cssVar("--kv-used"),
+                   s: cssVar("--kv-shared") };
   for (let i = 0; i < n; i++) {
     ctx.fillStyle = colour[cells[i]] || colour["."];
     ctx.fillRect((i % cols) * (side + KV_GAP), Math.floor(i / cols) * (side + KV_GAP), side, side);
@@ -483,6 +485,10 @@ function renderDashboard(d) {
   if (kv && kv.blocks_per_cell > 1) scale.push(`1 square = ${kv.blocks_per_cell} blocks`);
   if (kv && kv.block_size) scale.push(`${kv.block_size} tokens/block`);
   if (kv && isNum(kv.blocks_shared)) scale.push(`${fmtInt(kv.blocks_shared)} shared`);
+  if (kv && isNum(kv.blocks_cached)) scale.push(`${fmtInt(kv.blocks_cached)} cached`);
+  if (kv && isNum(kv.prefix_cache_hit_rate)) {
+    scale.push(`prefix hit rate ${(kv.prefix_cache_hit_rate * 100).toFixed(1)} %`);
+  }
   setText("kv-scale", scale.join(" · "));
 
   const when = isNum(d.time) ? new Date(d.time * 1000) : new Date();

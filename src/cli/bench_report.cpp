@@ -54,6 +54,8 @@ nlohmann::json engine_json(const EngineCore& core) {
           {"max_seqs", o.max_seqs},
           {"chunked_prefill", o.chunked_prefill},
           {"preemption", preemption_mode_name(o.preemption)},
+          {"prefix_cache", o.prefix_caching},
+          {"schedule_policy", schedule_policy_name(o.schedule_policy)},
           {"max_model_len", core.max_model_len()}};
 }
 

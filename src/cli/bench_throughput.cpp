@@ -177,6 +177,9 @@ void run_throughput_bench(const ThroughputConfig& c) {
        fmt::format("{} ({} unused, {} used)", percent(stats.kv_slots_unused_at_peak, slots_at_peak),
                    stats.kv_slots_unused_at_peak, stats.kv_slots_used_at_peak)},
       {"preemptions", fmt::format("{}", stats.preemptions)},
+      {"prefix cache hits / queries (tokens)",
+       fmt::format("{} / {} ({})", stats.prefix_cache_hits, stats.prefix_cache_queries,
+                   percent(stats.prefix_cache_hits, stats.prefix_cache_queries))},
       {"engine steps", fmt::format("{}", stats.steps)},
       {"peak resident memory", format_mib(peak_rss)},
   };
@@ -216,6 +219,8 @@ void run_throughput_bench(const ThroughputConfig& c) {
       {"kv_slots_unused_at_peak", stats.kv_slots_unused_at_peak},
       {"kv_slots_used_at_peak", stats.kv_slots_used_at_peak},
       {"preemptions", stats.preemptions},
+      {"prefix_cache_queries", stats.prefix_cache_queries},
+      {"prefix_cache_hits", stats.prefix_cache_hits},
       {"engine_steps", stats.steps},
       {"peak_resident_bytes", peak_rss ? nlohmann::json(*peak_rss) : nullptr},
   };

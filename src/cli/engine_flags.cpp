@@ -33,7 +33,8 @@ size_t parse_swap_space(const std::string& text) {
 
 // validate() names options by their field ("block_size must be ..."); users know the flag.
 std::string name_flag(const std::string& problem) {
-  for (const char* field : {"block_size", "max_batched_tokens", "max_seqs", "max_model_len"}) {
+  for (const char* field :
+       {"block_size", "max_batched_tokens", "max_seqs", "max_model_len", "lpm_max_bypass"}) {
     const std::string prefix = std::string(field) + " ";
     if (problem.starts_with(prefix)) {
       std::string flag = "--" + std::string(field);
@@ -73,6 +74,15 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--max-model-len", max_model_len,
                  "context limit per sequence, prompt + output (0 = the model's)")
       ->capture_default_str();
+  cmd.add_flag("--no-prefix-cache", no_prefix_cache,
+               "compute every prompt in full instead of reusing the KV of cached prefixes");
+  cmd.add_option("--schedule-policy", schedule_policy,
+                 "order of admission among waiting requests: fcfs | lpm (longest cached "
+                 "prefix first)")
+      ->capture_default_str();
+  cmd.add_option("--lpm-max-bypass", lpm_max_bypass,
+                 "with --schedule-policy lpm: a request overtaken this many times goes first")
+      ->capture_default_str();
 }
 
 EngineOptions EngineFlags::engine_options() const {
@@ -96,6 +106,19 @@ EngineOptions EngineFlags::engine_options() const {
   } else {
     throw Error(fmt::format("invalid --preemption \"{}\": expected recompute or swap", preemption));
   }
+  opts.prefix_caching = !no_prefix_cache;
+  if (schedule_policy == "fcfs") {
+    opts.schedule_policy = SchedulePolicy::Fcfs;
+  } else if (schedule_policy == "lpm") {
+    opts.schedule_policy = SchedulePolicy::Lpm;
+  } else {
+    throw Error(
+        fmt::format("invalid --schedule-policy \"{}\": expected fcfs or lpm", schedule_policy));
+  }
+  if (opts.schedule_policy == SchedulePolicy::Lpm && !opts.prefix_caching) {
+    throw Error("--schedule-policy lpm needs the prefix cache (drop --no-prefix-cache)");
+  }
+  opts.lpm_max_bypass = lpm_max_bypass;
   if (!swap_space.empty()) {
     if (opts.preemption != PreemptionMode::Swap) {
       throw Error("--swap-space is used only with --preemption swap");
@@ -136,9 +159,10 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
   }
   out += fmt::format(
       "max model len {} tokens, max batched tokens {}, max seqs {}, chunked prefill {}, "
-      "preemption {}, {} threads\n",
+      "preemption {}, prefix cache {}, schedule {}, {} threads\n",
       core.max_model_len(), opts.max_batched_tokens, opts.max_seqs,
       opts.chunked_prefill ? "on" : "off", preemption_mode_name(opts.preemption),
+      opts.prefix_caching ? "on" : "off", schedule_policy_name(opts.schedule_policy),
       resolved_threads(n_threads));
   return out;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Flags of the serving engine (KV memory, block size, batch limits, chunked prefill,
-// preemption), shared by `tokamak bench` and `tokamak serve`, and the start-up lines that
-// describe the engine they built.
+// preemption, prefix cache, scheduling policy), shared by `tokamak bench` and
+// `tokamak serve`, and the start-up lines that describe the engine they built.
 
 #include <cstdint>
 #include <optional>
@@ -29,6 +29,9 @@ struct EngineFlags {
   std::string preemption = "recompute";
   std::string swap_space;  // --swap-space; empty = the engine's default
   int32_t max_model_len = 0;
+  bool no_prefix_cache = false;
+  std::string schedule_policy = "fcfs";
+  int32_t lpm_max_bypass = 16;
 
   void add_to(CLI::App& cmd);
   // The options these flags ask for, validated (validate(EngineOptions) included). Throws
@@ -41,7 +44,7 @@ struct EngineFlags {
 //   KV bytes per token = 2 (K and V) x 30 layers x 3 kv-heads x 64 head-dim x 2 bytes (f16)
 //     = 23040 B
 //   max model len 8192 tokens, max batched tokens 512, max seqs 64, chunked prefill on,
-//     preemption recompute, 2 threads
+//     preemption recompute, prefix cache on, schedule fcfs, 2 threads
 std::string engine_summary(const EngineCore& core, int n_threads);
 
 // n_threads as the model's options take it (0 = one per hardware thread), resolved.

@@ -14,6 +14,10 @@ int32_t blocks_for(int64_t tokens, int32_t block_size) {
 
 }  // namespace
 
+BlockManager::BlockManager(PagedKVCache& kv, bool prefix_caching) : kv_(kv) {
+  if (prefix_caching) prefix_ = std::make_unique<PrefixCache>(kv.pool(), kv.block_size());
+}
+
 // Blocks the table has (or will have back, for a swapped sequence).
 int32_t BlockManager::held(const Sequence& seq) const {
   return seq.swapped() ? seq.n_swapped_blocks : static_cast<int32_t>(seq.block_table.size());
@@ -36,7 +40,7 @@ int32_t BlockManager::blocks_needed(const Sequence& seq, int32_t n) const {
 
 int32_t BlockManager::tokens_that_fit(const Sequence& seq, int32_t n) const {
   if (n <= 0) return 0;
-  const int64_t room_blocks = int64_t{held(seq)} + n_free() - overhead(seq);
+  const int64_t room_blocks = int64_t{held(seq)} + n_available() - overhead(seq);
   const int64_t fit = room_blocks * block_size() - seq.n_computed;
   return static_cast<int32_t>(std::clamp<int64_t>(fit, 0, n));
 }
@@ -45,6 +49,14 @@ void BlockManager::allocate(Sequence& seq, int32_t n) {
   assert(can_allocate(seq, n));
   BlockPool& pool = kv_.pool();
   const int32_t bs = block_size();
+  // Cached blocks nobody uses give way, least recently used first, when the free list is
+  // short (never before: they may serve a later request).
+  const int32_t short_by = blocks_needed(seq, n) - pool.n_free();
+  if (short_by > 0 && prefix_) {
+    const int32_t evicted = prefix_->evict(short_by);
+    assert(evicted == short_by);
+    (void)evicted;
+  }
   if (seq.swapped()) {
     assert(seq.block_table.empty());
     const bool ok = pool.allocate(seq.n_swapped_blocks, seq.block_table);
@@ -71,9 +83,57 @@ void BlockManager::allocate(Sequence& seq, int32_t n) {
   }
 }
 
+std::optional<int32_t> BlockManager::match_prefix(Sequence& seq) {
+  if (!prefix_ || seq.n_computed != 0 || seq.swapped() || !seq.block_table.empty()) {
+    return std::nullopt;
+  }
+  assert(seq.cache_node == nullptr);
+  const int32_t bs = block_size();
+  seq.cache_node = prefix_->match(seq.tokens, seq.num_tokens() / bs, seq.block_table);
+  for (int32_t b : seq.block_table) kv_.pool().retain(b);
+  seq.n_cached_blocks = static_cast<int32_t>(seq.block_table.size());
+  seq.n_computed = std::min(seq.n_cached_blocks * bs, seq.num_tokens() - 1);
+  return seq.n_computed;
+}
+
+void BlockManager::cache_full_blocks(Sequence& seq) {
+  if (!prefix_) return;
+  const int32_t bs = block_size();
+  const int32_t full = seq.n_computed / bs;
+  if (full <= seq.n_cached_blocks) return;
+  assert(static_cast<size_t>(full) <= seq.block_table.size());
+  BlockPool& pool = kv_.pool();
+  PrefixNode* node = seq.cache_node ? seq.cache_node : prefix_->root();
+  for (int32_t i = seq.n_cached_blocks; i < full; ++i) {
+    int32_t& own = seq.block_table[static_cast<size_t>(i)];
+    node = prefix_->insert(node, std::span(seq.tokens).subspan(size_t(i) * size_t(bs), size_t(bs)),
+                           own);
+    if (node->block != own) {
+      pool.retain(node->block);
+      pool.release(own);
+      own = node->block;
+    }
+  }
+  prefix_->lock(node);
+  drop_lock(seq);
+  seq.cache_node = node;
+  seq.n_cached_blocks = full;
+}
+
+void BlockManager::clear_prefix_cache() {
+  if (prefix_) prefix_->clear();
+}
+
+void BlockManager::drop_lock(Sequence& seq) {
+  if (seq.cache_node != nullptr) prefix_->unlock(seq.cache_node);
+  seq.cache_node = nullptr;
+  seq.n_cached_blocks = 0;
+}
+
 void BlockManager::free(Sequence& seq) {
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
+  drop_lock(seq);
   drop_swapped(seq);
 }
 
@@ -81,6 +141,10 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
   assert(child.block_table.empty());
   for (int32_t b : parent.block_table) kv_.pool().retain(b);
   child.block_table = parent.block_table;
+  // The child uses the parent's cached blocks too: it holds its own lock on them.
+  if (parent.cache_node != nullptr) prefix_->lock(parent.cache_node);
+  child.cache_node = parent.cache_node;
+  child.n_cached_blocks = parent.n_cached_blocks;
 }
 
 bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
@@ -93,6 +157,8 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
   kv_.save_blocks(std::span(seq.block_table).first(static_cast<size_t>(keep)), seq.swapped_kv);
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
+  // Its blocks come back private on swap-in; cache_full_blocks then walks from the root.
+  drop_lock(seq);
   seq.n_swapped_blocks = keep;
   swapped_bytes_ += bytes;
   return true;

@@ -1,13 +1,24 @@
 #pragma once
 // BlockManager: a sequence's KV blocks — allocating them for the tokens a step will compute,
 // copy-on-write of a shared block before it is written, sharing a parent's blocks with a
-// forked sample, freeing, and swapping to host memory and back. The scheduler asks it
-// "can this sequence compute n more tokens?" and it answers from the pool without side
-// effects; allocate() then cannot fail.
+// forked sample, freeing, and swapping to host memory and back, and (when on) the prefix
+// cache: matching a new sequence's cached prefix and caching its blocks as they fill. The
+// scheduler asks it "can this sequence compute n more tokens?" and it answers from the pool
+// without side effects; allocate() then cannot fail.
+//
+// With the prefix cache, blocks are free, held by sequences, or cached with no sequence
+// using them (evictable). The last kind counts as available: allocate() evicts the least
+// recently used of them when the free list runs short, so the scheduler preempts only when
+// eviction cannot make room. References: every table entry is one pool reference; the
+// cache holds one more on each block it names (see kv/prefix_cache.h); a sequence using
+// cached blocks locks its deepest cached node.
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "kv/paged_kv_cache.h"
+#include "kv/prefix_cache.h"
 
 namespace tokamak {
 
@@ -15,12 +26,18 @@ struct Sequence;
 
 class BlockManager {
  public:
-  explicit BlockManager(PagedKVCache& kv) : kv_(kv) {}
+  explicit BlockManager(PagedKVCache& kv, bool prefix_caching = false);
 
   PagedKVCache& cache() { return kv_; }
   const BlockPool& pool() const { return kv_.pool(); }
   int32_t block_size() const { return kv_.block_size(); }
-  int32_t n_free() const { return kv_.pool().n_free(); }
+  // Blocks that can be handed out: free ones and cached ones no sequence uses.
+  int32_t n_available() const {
+    return kv_.pool().n_free() + (prefix_ ? prefix_->n_evictable() : 0);
+  }
+  // Null when prefix caching is off.
+  PrefixCache* prefix_cache() { return prefix_.get(); }
+  const PrefixCache* prefix_cache() const { return prefix_.get(); }
 
   // Blocks needed for seq's K/V to cover tokens [0, n_computed + n): new blocks past its
   // table, plus one when the block that token n_computed goes into is shared (it is copied
@@ -29,13 +46,28 @@ class BlockManager {
   // Most tokens (<= n) that seq can compute with the free blocks; 0 if none.
   int32_t tokens_that_fit(const Sequence& seq, int32_t n) const;
   bool can_allocate(const Sequence& seq, int32_t n) const {
-    return blocks_needed(seq, n) <= n_free();
+    return blocks_needed(seq, n) <= n_available();
   }
   // Makes tokens [0, n_computed + n) writable and backed: swaps a swapped sequence back in,
   // copies a shared partial block, appends blocks. Requires can_allocate(seq, n).
   void allocate(Sequence& seq, int32_t n);
 
-  // Drops seq's blocks (its table becomes empty).
+  // Starts a sequence with no K/V (n_computed 0, empty table, not swapped) at its longest
+  // cached prefix: the cached blocks head its table and n_computed skips them, leaving at
+  // least the last token to compute (for its logits; when every token is cached that
+  // token's block is shared and allocate() copies it before writing). Returns the tokens
+  // reused, or nullopt when no lookup was made (prefix caching off, or seq not fresh).
+  // free() undoes it.
+  std::optional<int32_t> match_prefix(Sequence& seq);
+  // Caches seq's full blocks of computed tokens that are not cached yet, moving its lock to
+  // the deepest. A block the cache already has under the same tokens replaces seq's own
+  // copy (same K/V: kernels are batch-invariant), so no content is cached twice.
+  void cache_full_blocks(Sequence& seq);
+  // Drops every cached block no sequence uses (tests; memory hand-back).
+  void clear_prefix_cache();
+
+  // Drops seq's blocks (its table becomes empty) and its prefix-cache lock; its cached
+  // blocks stay cached until evicted.
   void free(Sequence& seq);
   // child gets parent's blocks (one more owner each); child's table must be empty.
   void share(const Sequence& parent, Sequence& child);
@@ -49,8 +81,10 @@ class BlockManager {
  private:
   int32_t held(const Sequence& seq) const;
   int32_t overhead(const Sequence& seq) const;
+  void drop_lock(Sequence& seq);
 
   PagedKVCache& kv_;
+  std::unique_ptr<PrefixCache> prefix_;
   size_t swapped_bytes_ = 0;
 };
 

@@ -69,8 +69,10 @@ void Engine::snapshot_locked() {
   const BlockPool& pool = core_.kv_cache().pool();
   block_owners_.resize(static_cast<size_t>(pool.n_blocks()));
   for (int32_t b = 0; b < pool.n_blocks(); ++b) {
+    const BlockState st = core_.block_state(b);
     block_owners_[static_cast<size_t>(b)] =
-        static_cast<uint8_t>(std::min<int32_t>(pool.ref_count(b), 255));
+        st.cached && st.owners == 0 ? kCachedBlock
+                                    : static_cast<uint8_t>(std::min<int32_t>(st.owners, 254));
   }
 }
 

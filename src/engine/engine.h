@@ -49,7 +49,9 @@ class Engine {
 
   // A snapshot, updated after every step.
   EngineStats stats() const;
-  // The owners of every KV block (0 = free, 2+ = shared; capped at 255), as of the last step.
+  // Every KV block as of the last step: the sequences owning it (0 = free, 2+ = shared;
+  // capped at 254), or kCachedBlock for a prefix-cached block no sequence uses.
+  static constexpr uint8_t kCachedBlock = 255;
   std::vector<uint8_t> block_owners() const;
   // Called on the engine thread after every step that ran tokens; keep it cheap. Set it once,
   // before the first submit().

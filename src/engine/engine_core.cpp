@@ -44,7 +44,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, const EngineOpt
       tokenizer_(tokenizer),
       opts_(opts),
       kv_(make_cache(model, opts)),
-      blocks_(kv_),
+      blocks_(kv_, opts.prefix_caching),
       scheduler_(opts_, blocks_),
       runner_(model, opts.max_batched_tokens, opts.max_seqs) {
   const HParams& hp = model.hparams();
@@ -216,6 +216,8 @@ void EngineCore::process_step_results(const StepPlan& plan, Clock::time_point st
       stats_.prompt_tokens_computed += s.n_tokens;
     }
     seq.n_computed += s.n_tokens;
+    // Before sampling (which may finish seq) and forking (children share what is cached).
+    blocks_.cache_full_blocks(seq);
     if (!s.sample) continue;
     std::span<float> logits = runner_.row(row++);
     RequestState& req = *requests_.at(seq.request_id);
@@ -354,8 +356,10 @@ void EngineCore::erase_finished_requests() {
 void EngineCore::track_peak_usage(const StepPlan& plan) {
   const BlockPool& pool = kv_.pool();
   // The last step at the peak: usage there is what the pool had to hold at its fullest.
-  if (pool.n_used() < stats_.kv_blocks_peak) return;
-  stats_.kv_blocks_peak = pool.n_used();
+  // Cached blocks no sequence uses are not counted: they are free on demand.
+  const int32_t in_use = pool.n_used() - n_evictable();
+  if (in_use < stats_.kv_blocks_peak) return;
+  stats_.kv_blocks_peak = in_use;
   // Slots holding a token (after this step), a shared block's counted once across owners.
   const int32_t bs = kv_.block_size();
   double used = 0;
@@ -366,18 +370,42 @@ void EngineCore::track_peak_usage(const StepPlan& plan) {
     }
     for (size_t j = 0; j < seq->block_table.size(); ++j) {
       const int64_t in_block = std::clamp<int64_t>(covered - int64_t(j) * bs, 0, bs);
-      used += static_cast<double>(in_block) / pool.ref_count(seq->block_table[j]);
+      const int32_t owners = block_state(seq->block_table[j]).owners;
+      used += static_cast<double>(in_block) / std::max(owners, 1);
     }
   }
   stats_.kv_slots_used_at_peak = static_cast<int64_t>(used + 0.5);
-  stats_.kv_slots_unused_at_peak = int64_t{pool.n_used()} * bs - stats_.kv_slots_used_at_peak;
+  stats_.kv_slots_unused_at_peak = int64_t{in_use} * bs - stats_.kv_slots_used_at_peak;
+}
+
+int32_t EngineCore::n_evictable() const {
+  const PrefixCache* cache = blocks_.prefix_cache();
+  return cache ? cache->n_evictable() : 0;
+}
+
+void EngineCore::clear_prefix_cache() {
+  blocks_.clear_prefix_cache();
+}
+
+BlockState EngineCore::block_state(int32_t block) const {
+  const BlockPool& pool = kv_.pool();
+  const int32_t refs = pool.ref_count(block);
+  const PrefixCache* cache = blocks_.prefix_cache();
+  const bool cached = cache != nullptr && cache->cached(block);
+  return {.owners = refs - (cached ? 1 : 0), .cached = cached};
 }
 
 EngineStats EngineCore::stats() const {
   EngineStats s = stats_;
   s.running = static_cast<int32_t>(scheduler_.n_running());
   s.waiting = static_cast<int32_t>(scheduler_.n_waiting());
-  s.kv_blocks_used = kv_.pool().n_used();
+  s.kv_blocks_used = kv_.pool().n_used() - n_evictable();
+  if (const PrefixCache* cache = blocks_.prefix_cache()) {
+    s.kv_blocks_cached = cache->n_cached();
+    s.kv_blocks_evictable = cache->n_evictable();
+  }
+  s.prefix_cache_queries = scheduler_.stats().prefix_queries;
+  s.prefix_cache_hits = scheduler_.stats().prefix_hits;
   s.preemptions = scheduler_.stats().preemptions;
   s.kv_swapped_bytes = blocks_.swapped_bytes();
   return s;

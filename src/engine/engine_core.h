@@ -46,7 +46,9 @@ struct EngineStats {
   int32_t running = 0;
   int32_t waiting = 0;  // preempted ones included
   int32_t kv_blocks_total = 0;
-  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_used = 0;       // held by sequences (cached blocks nobody uses excluded)
+  int32_t kv_blocks_cached = 0;     // in the prefix cache, used or not
+  int32_t kv_blocks_evictable = 0;  // in the prefix cache and used by no sequence
   int32_t kv_blocks_peak = 0;
   // At the step where the most blocks were in use: token slots allocated but not (yet)
   // holding a token, and slots holding one. Unused / used is the pool's internal waste.
@@ -57,8 +59,17 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t prompt_tokens_computed = 0;  // prefill tokens run (recomputation included)
   int64_t output_tokens = 0;           // tokens sampled
-  int32_t last_step_tokens = 0;        // batch size of the last step, in tokens
-  int32_t last_step_seqs = 0;          // and in sequences
+  // Prefix cache, in tokens: prompt (and resumed) tokens looked up, and found cached.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int32_t last_step_tokens = 0;  // batch size of the last step, in tokens
+  int32_t last_step_seqs = 0;    // and in sequences
+};
+
+// One KV block as the dashboard's block map shows it.
+struct BlockState {
+  int32_t owners = 0;   // sequences whose tables name it (0 = free or only cached)
+  bool cached = false;  // in the prefix cache
 };
 
 class EngineCore {
@@ -89,6 +100,10 @@ class EngineCore {
   bool has_work() const;
   size_t n_requests() const { return requests_.size(); }
   EngineStats stats() const;
+  BlockState block_state(int32_t block) const;
+  const PrefixCache* prefix_cache() const { return blocks_.prefix_cache(); }  // null when off
+  // Frees every cached block no sequence uses (tests check for leaks with it).
+  void clear_prefix_cache();
 
   const EngineOptions& options() const { return opts_; }
   int32_t max_model_len() const { return max_model_len_; }
@@ -119,6 +134,7 @@ class EngineCore {
   void close_sample(Sequence& seq, FinishReason reason, Clock::time_point now, RequestOutput& last);
   void erase_finished_requests();
   void track_peak_usage(const StepPlan& plan);
+  int32_t n_evictable() const;
 
   Model& model_;
   const Tokenizer& tokenizer_;

@@ -15,12 +15,17 @@ std::optional<std::string> validate(const EngineOptions& o) {
   if (auto e = range("max_batched_tokens", o.max_batched_tokens, 1, 1 << 20)) return e;
   if (auto e = range("max_seqs", o.max_seqs, 1, 1 << 16)) return e;
   if (auto e = range("max_model_len", o.max_model_len, 0, 1 << 24)) return e;
+  if (auto e = range("lpm_max_bypass", o.lpm_max_bypass, 0, 1 << 20)) return e;
   if (o.max_waiting < 1) return std::string("max_waiting must be at least 1");
   return std::nullopt;
 }
 
 const char* preemption_mode_name(PreemptionMode mode) {
   return mode == PreemptionMode::Swap ? "swap" : "recompute";
+}
+
+const char* schedule_policy_name(SchedulePolicy policy) {
+  return policy == SchedulePolicy::Lpm ? "lpm" : "fcfs";
 }
 
 }  // namespace tokamak

@@ -15,6 +15,16 @@ enum class PreemptionMode {
   Swap,       // copy the victim's KV blocks to host memory and back when it resumes
 };
 
+// Which waiting request is admitted first (within a priority level).
+enum class SchedulePolicy {
+  Fcfs,  // arrival order
+  // Longest cached prefix first (as SGLang's "lpm"), so that requests sharing a prefix run
+  // while it is cached. A request bypassed by later arrivals lpm_max_bypass times, or a
+  // preempted one, goes first regardless. With more than kLpmMaxWaiting waiting, FCFS
+  // (the lookups would cost more than they save).
+  Lpm,
+};
+
 struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV block
   KVBudget kv_budget;       // how many blocks the pool gets (default 25% of free memory)
@@ -31,11 +41,18 @@ struct EngineOptions {
   // by the pool: one sequence must fit in it alone.
   int32_t max_model_len = 0;
   size_t max_waiting = 4096;  // submissions beyond this many waiting are refused (queue full)
+  // Reuse the K/V of cached prompt prefixes (kv/prefix_cache.h). Outputs are the same
+  // either way; only the work differs.
+  bool prefix_caching = true;
+  SchedulePolicy schedule_policy = SchedulePolicy::Fcfs;
+  int32_t lpm_max_bypass = 16;  // starvation bound of SchedulePolicy::Lpm
+  static constexpr size_t kLpmMaxWaiting = 128;
 };
 
 // nullopt when the options are possible; otherwise a one-line message naming the option.
 std::optional<std::string> validate(const EngineOptions& opts);
 
-const char* preemption_mode_name(PreemptionMode mode);  // "recompute", "swap"
+const char* preemption_mode_name(PreemptionMode mode);    // "recompute", "swap"
+const char* schedule_policy_name(SchedulePolicy policy);  // "fcfs", "lpm"
 
 }  // namespace tokamak

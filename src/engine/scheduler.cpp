@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
+#include <optional>
 
 namespace tokamak {
 
@@ -9,6 +11,7 @@ Scheduler::Scheduler(const EngineOptions& opts, BlockManager& blocks)
     : opts_(opts), blocks_(blocks) {
   running_.reserve(static_cast<size_t>(opts.max_seqs));
   snapshot_.reserve(static_cast<size_t>(opts.max_seqs));
+  keyed_.reserve(EngineOptions::kLpmMaxWaiting);
   plan_.seqs.reserve(static_cast<size_t>(opts.max_seqs));
 }
 
@@ -60,22 +63,69 @@ const StepPlan& Scheduler::schedule() {
   // Places in max_seqs: running sequences and the samples they are yet to fork.
   int64_t places = 0;
   for (const Sequence* seq : running_) places += 1 + seq->forks_pending;
-  while (plan_.preempted.empty() && budget_ > 0 && !waiting_.empty()) {
-    Sequence* seq = waiting_.front();
+  admission_order();
+  for (Sequence* seq : order_) {
+    if (!plan_.preempted.empty() || budget_ == 0) break;
     if (places + 1 + seq->forks_pending > opts_.max_seqs) break;
-    const int32_t rest = seq->uncomputed();
-    const bool whole = runs_whole(*seq);
-    if (whole && rest > budget_) break;
-    const int32_t n = std::min(rest, budget_);
-    const int32_t fit = blocks_.tokens_that_fit(*seq, n);
-    if (fit == 0 || (whole && fit < n)) break;
+    // Head-of-line: the first that does not fit stops admission, so that a large request is
+    // not overtaken forever by small ones.
+    if (!admit(seq, budget_)) break;
     places += 1 + seq->forks_pending;
-    waiting_.erase(waiting_.begin());
-    seq->state = SeqState::Running;
-    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, runs_before), seq);
-    add_to_plan(seq, fit);
   }
   return plan_;
+}
+
+bool Scheduler::admit(Sequence* seq, int32_t budget) {
+  // The cached prefix first: what is left to compute, and the blocks for it, depend on it.
+  const std::optional<int32_t> hit = blocks_.match_prefix(*seq);
+  const int32_t rest = seq->uncomputed();
+  const bool whole = runs_whole(*seq);
+  const int32_t n = std::min(rest, budget);
+  const int32_t fit = (whole && rest > budget) ? 0 : blocks_.tokens_that_fit(*seq, n);
+  if (fit == 0 || (whole && fit < n)) {
+    if (hit) {
+      blocks_.free(*seq);  // give the match back; it is made again next time
+      seq->n_computed = 0;
+    }
+    return false;
+  }
+  if (hit) {
+    stats_.prefix_queries += seq->num_tokens();
+    stats_.prefix_hits += *hit;
+  }
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  if (opts_.schedule_policy == SchedulePolicy::Lpm) {
+    for (Sequence* w : waiting_) {
+      if (runs_before(w, seq)) ++w->bypassed;
+    }
+  }
+  seq->state = SeqState::Running;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, runs_before), seq);
+  add_to_plan(seq, fit);
+  return true;
+}
+
+void Scheduler::admission_order() {
+  order_.assign(waiting_.begin(), waiting_.end());
+  const PrefixCache* cache = blocks_.prefix_cache();
+  if (opts_.schedule_policy != SchedulePolicy::Lpm || cache == nullptr || order_.size() < 2 ||
+      order_.size() > EngineOptions::kLpmMaxWaiting) {
+    return;
+  }
+  // Key: priority first (as always), then the urgent ones (preempted, or bypassed too
+  // often) in rank order, then the longest cached prefix, then rank.
+  keyed_.clear();
+  for (Sequence* seq : order_) {
+    const bool urgent = seq->state == SeqState::Preempted || seq->bypassed >= opts_.lpm_max_bypass;
+    keyed_.emplace_back(urgent ? std::numeric_limits<int32_t>::max() : cache->peek(seq->tokens),
+                        seq);
+  }
+  std::sort(keyed_.begin(), keyed_.end(), [](const auto& a, const auto& b) {
+    if (a.second->priority != b.second->priority) return a.second->priority < b.second->priority;
+    if (a.first != b.first) return a.first > b.first;
+    return runs_before(a.second, b.second);
+  });
+  for (size_t i = 0; i < keyed_.size(); ++i) order_[i] = keyed_[i].second;
 }
 
 bool Scheduler::try_schedule(Sequence* seq, int32_t n) {

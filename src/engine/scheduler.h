@@ -12,9 +12,13 @@
 //        first), while budget, blocks and max_seqs (which counts the samples a request will
 //        fork) allow; chunked prefill off: only whole remaining prompts (except a resumed
 //        sequence longer than a step). No admission in a step that had to preempt.
+//        A fresh sequence first takes its longest cached prefix (prefix caching on): only
+//        the tokens after it are computed and only their blocks counted.
 //
-// Rank = (priority, arrival, sample index): FCFS with an optional priority. Sequences are
-// owned by the engine; the scheduler holds pointers from add() until finish().
+// Rank = (priority, arrival, sample index): FCFS with an optional priority. Admission goes
+// in rank order, or with SchedulePolicy::Lpm in admission_order() (longest cached prefix
+// first within a priority, with a starvation bound). Sequences are owned by the engine; the
+// scheduler holds pointers from add() until finish().
 
 #include <cstdint>
 #include <vector>
@@ -42,6 +46,9 @@ struct StepPlan {
 struct SchedulerStats {
   int64_t preemptions = 0;  // in all
   int64_t swaps_out = 0;
+  // Prefix cache, in tokens: looked up at admission, and found cached (reused).
+  int64_t prefix_queries = 0;
+  int64_t prefix_hits = 0;
 };
 
 class Scheduler {
@@ -77,13 +84,20 @@ class Scheduler {
   Sequence* pick_victim(const Sequence* keep) const;
   void preempt(Sequence* victim);
   void insert_waiting(Sequence* seq);
+  // The waiting sequences in the order admission tries them (into order_).
+  void admission_order();
+  // Takes seq (at most n of its tokens) from waiting into running; false when it does not
+  // fit (then nothing changed).
+  bool admit(Sequence* seq, int32_t n);
   void remove_running(Sequence* seq);
 
   EngineOptions opts_;
   BlockManager& blocks_;
-  std::vector<Sequence*> running_;   // rank order
-  std::vector<Sequence*> waiting_;   // rank order
-  std::vector<Sequence*> snapshot_;  // running_ at the start of schedule()
+  std::vector<Sequence*> running_;                    // rank order
+  std::vector<Sequence*> waiting_;                    // rank order
+  std::vector<Sequence*> snapshot_;                   // running_ at the start of schedule()
+  std::vector<Sequence*> order_;                      // waiting_ in admission order
+  std::vector<std::pair<int32_t, Sequence*>> keyed_;  // (cached blocks, seq) for Lpm
   StepPlan plan_;
   int32_t budget_ = 0;  // tokens left in the step being planned
   SchedulerStats stats_;

@@ -19,6 +19,7 @@ namespace tokamak {
 enum class SeqState { Waiting, Running, Preempted, Finished };
 
 struct SampleState;  // the output side (sampler, detokenizer, stops): engine_core.cpp
+struct PrefixNode;   // kv/prefix_cache.h
 
 struct Sequence {
   uint64_t request_id = 0;
@@ -36,6 +37,14 @@ struct Sequence {
   std::vector<uint8_t> swapped_kv;
   int32_t n_swapped_blocks = 0;
   int32_t preemptions = 0;
+
+  // Prefix cache: the deepest cached node of this sequence's leading full blocks, locked
+  // for it (null: it holds no lock), and how many leading full blocks that node covers.
+  // Blocks past it are inserted as they fill (BlockManager::cache_full_blocks).
+  PrefixNode* cache_node = nullptr;
+  int32_t n_cached_blocks = 0;
+  // Times a later-ranked request was admitted before it (longest-prefix-match scheduling).
+  int32_t bypassed = 0;
   // Samples still to fork off this one once its prompt is computed (n - 1 for the first
   // sample of a request with n samples, then 0): admission reserves their max_seqs places.
   int32_t forks_pending = 0;

@@ -31,28 +31,42 @@ int64_t unix_now() {
       .count();
 }
 
-// The KV pool as at most kMaxCells characters: '.' free, 'u' used, 's' shared (a cell is
-// the most-owned state of the blocks it stands for).
-json kv_map(const std::vector<uint8_t>& owners, int32_t block_size) {
+// The KV pool as at most kMaxCells characters: '.' free, 'c' cached (prefix cache, no
+// sequence using it: free on demand), 'u' used, 's' shared (a cell is the busiest state of
+// the blocks it stands for). `owners` as Engine::block_owners() gives it. blocks_used counts
+// blocks held by requests, blocks_cached the cached ones no request holds.
+json kv_map(const std::vector<uint8_t>& owners, int32_t block_size, const EngineGauges& g) {
   constexpr size_t kMaxCells = 4096;
+  // Busier states rank higher: free < cached < used < shared.
+  const auto rank = [](uint8_t o) {
+    return o == Engine::kCachedBlock ? 1 : o == 0 ? 0 : o == 1 ? 2 : 3;
+  };
   const size_t n = owners.size();
   const size_t per_cell = std::max<size_t>(1, (n + kMaxCells - 1) / kMaxCells);
   std::string cells;
   cells.reserve(n / per_cell + 1);
-  int64_t used = 0, shared = 0;
+  int64_t used = 0, shared = 0, cached = 0;
   for (size_t start = 0; start < n; start += per_cell) {
-    uint8_t most = 0;
-    for (size_t b = start; b < std::min(n, start + per_cell); ++b) most = std::max(most, owners[b]);
-    cells.push_back(most == 0 ? '.' : most == 1 ? 'u' : 's');
+    int most = 0;
+    for (size_t b = start; b < std::min(n, start + per_cell); ++b) {
+      most = std::max(most, rank(owners[b]));
+    }
+    cells.push_back(".cus"[most]);
   }
   for (uint8_t o : owners) {
-    used += o > 0;
-    shared += o > 1;
+    const int r = rank(o);
+    cached += r == 1;
+    used += r >= 2;
+    shared += r == 3;
   }
+  const double queries = static_cast<double>(g.prefix_cache_queries_total);
   return {{"blocks_total", n},
           {"blocks_used", used},
           {"blocks_shared", shared},
+          {"blocks_cached", cached},
           {"usage", n ? static_cast<double>(used) / static_cast<double>(n) : 0.0},
+          {"prefix_cache_hit_rate",
+           queries > 0 ? static_cast<double>(g.prefix_cache_hits_total) / queries : 0.0},
           {"block_size", block_size},
           {"blocks_per_cell", per_cell},
           {"cells", std::move(cells)}};
@@ -208,6 +222,8 @@ EngineGauges ApiServer::gauges() const {
     g.waiting = s.waiting;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
     g.preemptions_total = s.preemptions;
+    g.prefix_cache_queries_total = s.prefix_cache_queries;
+    g.prefix_cache_hits_total = s.prefix_cache_hits;
   }
   return g;
 }
@@ -302,11 +318,12 @@ void ApiServer::metrics_text(const HttpRequest&, std::shared_ptr<ResponseWriter>
 }
 
 void ApiServer::dashboard(const HttpRequest&, std::shared_ptr<ResponseWriter> w) {
-  json data = metrics_.dashboard(gauges(), Clock::now());
+  const EngineGauges g = gauges();
+  json data = metrics_.dashboard(g, Clock::now());
   if (const Backend* b = ready_.load()) {
-    data["kv"] = kv_map(b->engine->block_owners(), b->served.engine.block_size);
+    data["kv"] = kv_map(b->engine->block_owners(), b->served.engine.block_size, g);
   } else {
-    data["kv"] = kv_map({}, 0);
+    data["kv"] = kv_map({}, 0, g);
   }
   w->send(json_response(data));
 }

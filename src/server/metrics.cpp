@@ -145,6 +145,14 @@ std::string ServerMetrics::prometheus_text(const EngineGauges& g) const {
            "Cumulative number of preemption from the engine.");
   w.sample("tokamak:num_preemptions_total",
            static_cast<uint64_t>(std::max<int64_t>(0, g.preemptions_total)));
+  w.family("tokamak:prefix_cache_queries_total", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.");
+  w.sample("tokamak:prefix_cache_queries_total",
+           static_cast<uint64_t>(std::max<int64_t>(0, g.prefix_cache_queries_total)));
+  w.family("tokamak:prefix_cache_hits_total", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.");
+  w.sample("tokamak:prefix_cache_hits_total",
+           static_cast<uint64_t>(std::max<int64_t>(0, g.prefix_cache_hits_total)));
 
   std::lock_guard lock(mu_);
   w.family("tokamak:prompt_tokens_total", "counter", "Number of prefill tokens processed.");

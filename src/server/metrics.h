@@ -40,6 +40,9 @@ struct EngineGauges {
   int32_t waiting = 0;
   double kv_usage = 0;  // 0..1
   int64_t preemptions_total = 0;
+  // Prefix cache, in tokens: looked up, and found cached.
+  int64_t prefix_cache_queries_total = 0;
+  int64_t prefix_cache_hits_total = 0;
 };
 
 class ServerMetrics {

@@ -60,6 +60,20 @@ TEST(EngineFlagsTest, EveryFlagReachesItsOption) {
   EXPECT_EQ(o.max_model_len, 2048);
 }
 
+TEST(EngineFlagsTest, PrefixCacheIsOnByDefaultAndSchedulePolicyFcfs) {
+  EngineOptions o = parse({});
+  EXPECT_TRUE(o.prefix_caching);
+  EXPECT_EQ(o.schedule_policy, SchedulePolicy::Fcfs);
+  o = parse({"--no-prefix-cache"});
+  EXPECT_FALSE(o.prefix_caching);
+  o = parse({"--schedule-policy", "lpm", "--lpm-max-bypass", "3"});
+  EXPECT_EQ(o.schedule_policy, SchedulePolicy::Lpm);
+  EXPECT_EQ(o.lpm_max_bypass, 3);
+  EXPECT_THROW(parse({"--schedule-policy", "sjf"}), Error);
+  EXPECT_THROW(parse({"--schedule-policy", "lpm", "--no-prefix-cache"}), Error);
+  EXPECT_THROW(parse({"--lpm-max-bypass", "-1"}), Error);
+}
+
 TEST(EngineFlagsTest, KvMemoryTakesAShareOfFreeMemoryAndKvTokensACount) {
   EngineOptions o = parse({"--kv-memory", "30%"});
   EXPECT_EQ(o.kv_budget.kind, KVBudget::Kind::FractionOfFree);

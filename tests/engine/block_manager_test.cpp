@@ -75,14 +75,14 @@ TEST(BlockManagerTest, BlocksNeededAndTokensThatFit) {
   EXPECT_EQ(bm.tokens_that_fit(s, 7), 7);
   bm.allocate(s, 3);
   s.n_computed = 3;
-  EXPECT_EQ(bm.n_free(), 4);
+  EXPECT_EQ(bm.n_available(), 4);
   EXPECT_EQ(bm.blocks_needed(s, 1), 0) << "token 3 goes into the block it has";
   EXPECT_EQ(bm.blocks_needed(s, 2), 1);
   EXPECT_EQ(bm.tokens_that_fit(s, 100), 1 + 4 * 4);
   EXPECT_FALSE(bm.can_allocate(s, 18));
   EXPECT_TRUE(bm.can_allocate(s, 17));
   bm.free(s);
-  EXPECT_EQ(bm.n_free(), 5);
+  EXPECT_EQ(bm.n_available(), 5);
   EXPECT_TRUE(s.block_table.empty());
 }
 
@@ -99,7 +99,7 @@ TEST(BlockManagerTest, SwapOutAndBackInKeepsTheKV) {
   EXPECT_EQ(s.n_swapped_blocks, 3);
   EXPECT_TRUE(s.block_table.empty());
   EXPECT_EQ(s.n_computed, 10);
-  EXPECT_EQ(bm.n_free(), 8);
+  EXPECT_EQ(bm.n_available(), 8);
   EXPECT_EQ(bm.swapped_bytes(), 3 * kv.shape().bytes_per_block());
   bm.allocate(other, 4);
   EXPECT_EQ(bm.blocks_needed(s, 1), 3) << "its 3 blocks back; token 10 fits the third";
@@ -111,7 +111,7 @@ TEST(BlockManagerTest, SwapOutAndBackInKeepsTheKV) {
   expect_tokens(kv, s, 10);
   bm.free(s);
   bm.free(other);
-  EXPECT_EQ(bm.n_free(), 8);
+  EXPECT_EQ(bm.n_available(), 8);
 }
 
 TEST(BlockManagerTest, SwapOutBeyondTheHostLimitDoesNothing) {
@@ -128,14 +128,14 @@ TEST(BlockManagerTest, SwapOutBeyondTheHostLimitDoesNothing) {
   EXPECT_FALSE(bm.swap_out(b, 3 * block)) << "2 + 2 blocks exceed a limit of 3";
   EXPECT_FALSE(b.swapped());
   EXPECT_EQ(b.block_table.size(), 2u);
-  EXPECT_EQ(bm.n_free(), 6);
+  EXPECT_EQ(bm.n_available(), 6);
   bm.drop_swapped(a);
   EXPECT_EQ(bm.swapped_bytes(), 0u);
   EXPECT_FALSE(a.swapped());
   EXPECT_TRUE(bm.swap_out(b, 3 * block)) << "the dropped space is free again";
   bm.free(b);  // a swapped sequence that finishes
   EXPECT_EQ(bm.swapped_bytes(), 0u);
-  EXPECT_EQ(bm.n_free(), 8);
+  EXPECT_EQ(bm.n_available(), 8);
 }
 
 }  // namespace

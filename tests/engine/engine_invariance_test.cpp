@@ -1,8 +1,10 @@
 // Batch invariance of the serving engine (ARCHITECTURE.md, "Batch invariance"): a request's
 // greedy output is the same, token for token, whether it runs alone or beside other requests,
 // whatever the chunk size, the block size, chunked prefill on or off, preemption (recompute
-// or swap) forced by a tiny KV pool, and for every one of its n samples. On a synthetic model
-// over many engine configurations, and on the default model for a few.
+// or swap) forced by a tiny KV pool, and for every one of its n samples, and whether its
+// prefix came from the prefix cache or was computed (the solo oracle runs with the cache
+// off). On a synthetic model over many engine configurations, and on the default model for
+// a few.
 
 #include <gtest/gtest.h>
 
@@ -32,6 +34,8 @@ struct Config {
   PreemptionMode mode;
   int32_t max_seqs = 64;
   int32_t swap_blocks = 0;  // > 0: swap space for only this many blocks
+  bool prefix_cache = true;
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
 };
 
 // The workload's longest sequence has 136 tokens: a pool of 2 x 136 holds about two. With
@@ -57,6 +61,11 @@ const Config kConfigs[] = {
     {"TinyPoolSwap_Chunk7_Block1", 1, 7, true, kTinier, kSwap},
     {"TinyPoolSwap_NoChunk512_Block32", 32, 512, false, kTiny, kSwap},
     {"TinyPoolSwapLimited_Chunk16_Block16", 16, 16, true, kTiny, kSwap, 64, 3},
+    {"NoPrefixCache_Chunk16_Block16", 16, 16, true, 0, kRecompute, 64, 0, false},
+    {"NoPrefixCache_TinyPoolSwap_Chunk64_Block16", 16, 64, true, kTiny, kSwap, 64, 0, false},
+    {"Lpm_Chunk16_Block16", 16, 16, true, 0, kRecompute, 64, 0, true, SchedulePolicy::Lpm},
+    {"Lpm_TinyPoolRecompute_Chunk7_Block1", 1, 7, true, kTinier, kRecompute, 64, 0, true,
+     SchedulePolicy::Lpm},
 };
 
 enum class Arrivals { Staggered, AllAtOnce };
@@ -76,6 +85,8 @@ EngineOptions options_for(const Config& c, const Model& model) {
   o.kv_budget = KVBudget::tokens(c.pool_tokens > 0 ? c.pool_tokens : 8192);
   o.preemption = c.mode;
   o.max_seqs = c.max_seqs;
+  o.prefix_caching = c.prefix_cache;
+  o.schedule_policy = c.policy;
   if (c.swap_blocks > 0) {
     o.swap_space_bytes = size_t(c.swap_blocks) * model.kv_shape(c.block_size).bytes_per_block();
   }
@@ -110,8 +121,9 @@ class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, 
  protected:
   static void SetUpTestSuite() {
     model_ = test::load_synthetic(test::small_spec());
-    // Every request alone, in a roomy engine with the default block size and chunking.
-    EngineCore solo(*model_->model, *model_->tok, test::roomy_options());
+    // Every request alone, in a roomy engine with the default block size and chunking, and
+    // no prefix cache.
+    EngineCore solo(*model_->model, *model_->tok, test::no_cache_options());
     for (const Arrival& a : workload(Arrivals::Staggered, model_->tok->n_vocab())) {
       solo_[a.id] = test::run_alone(solo, a.request, a.id);
       test::expect_all_free(solo);
@@ -170,10 +182,14 @@ TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
                                  << " steps";
   } else {
     EXPECT_EQ(st.preemptions, 0);
-    // Samples of one request share its prompt's blocks: each prompt is computed once.
-    EXPECT_EQ(st.prompt_tokens_computed, prompt_tokens);
+    // Samples of one request share its prompt's blocks: each prompt is computed once, or
+    // taken from the prefix cache.
+    EXPECT_EQ(st.prompt_tokens_computed + st.prefix_cache_hits, prompt_tokens);
   }
-  EXPECT_GE(st.prompt_tokens_computed, prompt_tokens);
+  if (!config.prefix_cache) {
+    EXPECT_EQ(st.prefix_cache_queries, 0);
+  }
+  EXPECT_GE(st.prompt_tokens_computed + st.prefix_cache_hits, prompt_tokens);
   EXPECT_LE(st.kv_blocks_peak, st.kv_blocks_total);
   test::expect_all_free(core);
 }

@@ -238,6 +238,8 @@ TEST_F(EngineOutputsTest, PerRequestSamplingParametersInOneBatch) {
 }
 
 // --- cancellation -------------------------------------------------------------------------
+// "Frees" below means no sequence holds the blocks (kv_blocks_used); full blocks stay in the
+// prefix cache, unused, until the pool needs them.
 
 TEST_F(EngineOutputsTest, CancelWaitingAndRunningRequestsFreesTheirBlocksAtOnce) {
   EngineOptions o = test::roomy_options();
@@ -253,12 +255,12 @@ TEST_F(EngineOutputsTest, CancelWaitingAndRunningRequestsFreesTheirBlocksAtOnce)
   ASSERT_EQ(core.stats().waiting, 1);
   EXPECT_TRUE(d.log.at(3, 0).tokens.empty());
 
-  const int32_t used = core.kv_cache().pool().n_used();
+  const int32_t used = core.stats().kv_blocks_used;
   core.cancel(3);  // waiting: holds no blocks
-  EXPECT_EQ(core.kv_cache().pool().n_used(), used);
+  EXPECT_EQ(core.stats().kv_blocks_used, used);
   EXPECT_EQ(core.stats().waiting, 0);
   core.cancel(2);  // running, two samples sharing the prompt's first block
-  EXPECT_EQ(core.kv_cache().pool().n_used(), 2) << "only request 1's 2 blocks are left";
+  EXPECT_EQ(core.stats().kv_blocks_used, 2) << "only request 1's 2 blocks are left";
   core.cancel(2);       // twice: ignored
   core.cancel(424242);  // unknown: ignored
   d.step();
@@ -270,7 +272,7 @@ TEST_F(EngineOutputsTest, CancelWaitingAndRunningRequestsFreesTheirBlocksAtOnce)
   }
   EXPECT_FALSE(d.log.at(1, 0).finish.has_value());
   core.cancel(1);
-  EXPECT_EQ(core.kv_cache().pool().n_used(), 0);
+  EXPECT_EQ(core.stats().kv_blocks_used, 0);
   d.step();
   EXPECT_EQ(d.log.at(1, 0).finish, FinishReason::Cancelled);
   EXPECT_EQ(d.log.at(1, 0).tokens.size(), 5u);
@@ -290,9 +292,9 @@ TEST_F(EngineOutputsTest, CancelDuringChunkedPrefillEndsEverySample) {
   d.add(1, make_request(prompt(41, 60), greedy(10), 3));
   d.step();
   d.step();
-  EXPECT_GT(core.kv_cache().pool().n_used(), 0);
+  EXPECT_GT(core.stats().kv_blocks_used, 0);
   core.cancel(1);
-  EXPECT_EQ(core.kv_cache().pool().n_used(), 0);
+  EXPECT_EQ(core.stats().kv_blocks_used, 0);
   EXPECT_TRUE(d.finish());
   for (int32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(d.log.at(1, i).finish, FinishReason::Cancelled) << "sample " << i;
@@ -325,7 +327,7 @@ TEST_F(EngineOutputsTest, CancelPreemptedRequestInBothModes) {
     EXPECT_FALSE(d.log.at(1, 0).finish.has_value());
     const int32_t a_tokens = 40 + int32_t(d.log.at(1, 0).tokens.size());
     core.cancel(2);
-    EXPECT_LE(core.kv_cache().pool().n_used(), (a_tokens + 3) / 4)
+    EXPECT_LE(core.stats().kv_blocks_used, (a_tokens + 3) / 4)
         << "blocks beyond request 1's own are held";
     EXPECT_EQ(core.stats().waiting, 0);
     ASSERT_TRUE(d.finish());

@@ -45,6 +45,8 @@ struct Coverage {
   int64_t finished_after_preemption = 0;
   int64_t multi_sample = 0;
   int64_t seeded = 0;
+  int64_t shared_prefix = 0;  // requests whose prompt starts with a shared prefix
+  int64_t prefix_hits = 0;    // tokens taken from the prefix cache
 };
 
 // One seed's run. Options, workload and cancellations are all drawn from `seed`.
@@ -67,11 +69,17 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   if (chance(0.3)) o.swap_space_bytes = 3 * m.model->kv_shape(o.block_size).bytes_per_block();
   // Room for one longest sequence (64 tokens) to about two and a half.
   o.kv_budget = KVBudget::tokens(uniform(64, 160));
+  o.prefix_caching = !chance(0.2);
+  if (o.prefix_caching && chance(0.4)) {
+    o.schedule_policy = SchedulePolicy::Lpm;
+    o.lpm_max_bypass = int32_t(uniform(0, 4));
+  }
   SCOPED_TRACE(::testing::Message()
                << "seed " << seed << ": block " << o.block_size << ", max_batched_tokens "
                << o.max_batched_tokens << ", chunked " << o.chunked_prefill << ", max_seqs "
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
-               << o.swap_space_bytes << ", pool " << o.kv_budget.describe());
+               << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
+               << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy));
 
   EngineCore core(*m.model, *m.tok, o);
   const int32_t max_len = std::min(core.max_model_len(), 64);
@@ -84,6 +92,9 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   std::vector<RequestOutput> out;
   uint64_t next_id = 1;
   const int64_t arrival_steps = 700;
+  const std::vector<int32_t> shared_prefixes[] = {test::random_prompt(seed * 7 + 1, 64, vocab),
+                                                  test::random_prompt(seed * 7 + 2, 64, vocab),
+                                                  test::random_prompt(seed * 7 + 3, 64, vocab)};
   int64_t last_preemptions = 0;
 
   auto add_random_request = [&] {
@@ -102,8 +113,16 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
     if (chance(0.2)) p.logprobs = 2;
     const int32_t n = chance(0.2) ? std::min(int32_t(uniform(2, 3)), o.max_seqs) : 1;
     if (n > 1) ++cov.multi_sample;
-    Request r = test::make_request(test::random_prompt(seed * 100003 + id, prompt_len, vocab), p, n,
-                                   int32_t(uniform(0, 2)));
+    std::vector<int32_t> prompt = test::random_prompt(seed * 100003 + id, prompt_len, vocab);
+    if (chance(0.5)) {
+      // Shared prefixes (a "system prompt" of a few per seed, cut anywhere) for the prefix
+      // cache: some prompts are all prefix, some repeat an earlier prompt exactly.
+      const auto& shared = shared_prefixes[size_t(uniform(0, 2))];
+      const size_t cut = size_t(uniform(1, prompt_len));
+      std::copy(shared.begin(), shared.begin() + long(cut), prompt.begin());
+      ++cov.shared_prefix;
+    }
+    Request r = test::make_request(std::move(prompt), p, n, int32_t(uniform(0, 2)));
     log.expect(id, r);
     core.add_request(id, r);
     requests.emplace(id, std::move(r));
@@ -155,12 +174,14 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   }
   cov.steps += step;
   cov.preemptions += core.stats().preemptions;
+  cov.prefix_hits += core.stats().prefix_cache_hits;
   ASSERT_TRUE(log.unfinished().empty())
       << log.unfinished().size() << " samples unfinished after " << step << " steps";
   test::expect_all_free(core);
 
-  // Every sample against its solo run, on a separate engine with a roomy pool.
-  EngineCore solo_core(*m.model, *m.tok, test::roomy_options());
+  // Every sample against its solo run, on a separate engine with a roomy pool and no
+  // prefix cache.
+  EngineCore solo_core(*m.model, *m.tok, test::no_cache_options());
   for (const auto& [id, r] : requests) {
     for (int32_t i = 0; i < r.n; ++i) {
       SCOPED_TRACE(::testing::Message() << "request " << id << " sample " << i);
@@ -229,15 +250,17 @@ TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
   std::printf(
       "stress: %lld steps, %lld requests (%lld with n > 1, %lld seeded), %lld preemptions; "
       "cancelled %lld waiting, %lld running, %lld after preemption; %lld finished after "
-      "preemption\n",
+      "preemption; %lld prefix-cache hit tokens\n",
       (long long)cov.steps, (long long)cov.requests, (long long)cov.multi_sample,
       (long long)cov.seeded, (long long)cov.preemptions, (long long)cov.cancelled_waiting,
       (long long)cov.cancelled_running, (long long)cov.cancelled_preempted,
-      (long long)cov.finished_after_preemption);
+      (long long)cov.finished_after_preemption, (long long)cov.prefix_hits);
   if (HasFailure()) return;
   // The workload must have reached what it is meant to test.
   EXPECT_GE(cov.steps, 3000);
   EXPECT_GT(cov.preemptions, 0);
+  EXPECT_GT(cov.shared_prefix, 0);
+  EXPECT_GT(cov.prefix_hits, 0) << "the prefix cache was never hit";
   EXPECT_GT(cov.cancelled_waiting, 0);
   EXPECT_GT(cov.cancelled_running, 0);
   EXPECT_GT(cov.cancelled_preempted, 0);

@@ -138,6 +138,13 @@ inline EngineOptions roomy_options() {
   return o;
 }
 
+// roomy_options() without the prefix cache: the oracle of the cache-on/off comparisons.
+inline EngineOptions no_cache_options() {
+  EngineOptions o = roomy_options();
+  o.prefix_caching = false;
+  return o;
+}
+
 // What one sample's stream delivered.
 struct SampleResult {
   std::vector<int32_t> tokens;
@@ -251,12 +258,30 @@ inline void check_step(const EngineCore& core, const OutputLog& log) {
   const EngineOptions& o = core.options();
   EXPECT_GE(pool.n_free(), 0);
   EXPECT_LE(pool.n_used(), pool.n_blocks());
-  EXPECT_EQ(st.kv_blocks_used, pool.n_used());
+  // Used blocks: held by sequences, or cached with no sequence using them.
+  EXPECT_EQ(st.kv_blocks_used + st.kv_blocks_evictable, pool.n_used());
+  EXPECT_LE(st.kv_blocks_evictable, st.kv_blocks_cached);
+  EXPECT_LE(st.prefix_cache_hits, st.prefix_cache_queries);
+  // The prefix cache's ownership rule: it holds one reference on each block it names, and a
+  // block it may evict (no lock on it) has no other owner, so evicting it frees it.
+  if (const PrefixCache* cache = core.prefix_cache()) {
+    int32_t evictable = 0;
+    for (int32_t b = 0; b < pool.n_blocks(); ++b) {
+      if (!cache->cached(b)) continue;
+      EXPECT_GE(pool.ref_count(b), 1) << "block " << b;
+      if (cache->evictable(b)) {
+        ++evictable;
+        EXPECT_EQ(pool.ref_count(b), 1) << "evictable block " << b << " still has owners";
+      }
+    }
+    EXPECT_EQ(evictable, cache->n_evictable());
+  }
   EXPECT_EQ(st.kv_blocks_total, pool.n_blocks());
   EXPECT_LE(st.last_step_tokens, o.max_batched_tokens);
   EXPECT_LE(st.last_step_seqs, o.max_seqs);
   EXPECT_LE(st.running, o.max_seqs);
-  EXPECT_LE(pool.n_used(), log.block_bound(o.block_size))
+  // Blocks outside the prefix cache belong to sequences: no more than their tokens fill.
+  EXPECT_LE(pool.n_used() - st.kv_blocks_cached, log.block_bound(o.block_size))
       << "blocks in use beyond what the unfinished samples' tokens need: a leak";
 }
 
@@ -346,16 +371,23 @@ inline SampleResult run_alone(EngineCore& core, Request request, uint64_t id = 1
   return r.log.at(id, 0);
 }
 
-// Expects that every request finished or was cancelled and nothing is held any more.
-inline void expect_all_free(const EngineCore& core) {
+// Expects that every request finished or was cancelled and nothing is held any more: every
+// block is free or cached with no lock on it, and once the prefix cache is cleared (it is,
+// here) every block is free.
+inline void expect_all_free(EngineCore& core) {
   EXPECT_FALSE(core.has_work());
   EXPECT_EQ(core.n_requests(), 0u) << "finished requests are still held";
-  EXPECT_EQ(core.kv_cache().pool().n_used(), 0) << "KV blocks leaked";
   const EngineStats st = core.stats();
+  EXPECT_EQ(core.kv_cache().pool().n_used(), st.kv_blocks_evictable)
+      << "KV blocks leaked (held by no sequence, yet not evictable)";
+  EXPECT_EQ(st.kv_blocks_cached, st.kv_blocks_evictable) << "prefix-cache locks leaked";
   EXPECT_EQ(st.kv_blocks_used, 0);
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
   EXPECT_EQ(st.kv_swapped_bytes, 0u) << "swapped host memory leaked";
+  core.clear_prefix_cache();
+  EXPECT_EQ(core.kv_cache().pool().n_used(), 0) << "KV blocks leaked";
+  EXPECT_EQ(core.stats().kv_blocks_cached, 0);
 }
 
 }  // namespace tokamak::test

@@ -236,10 +236,10 @@ TEST(SchedulerTest, AdmissionOnlyWithFreeBlocks) {
   EXPECT_EQ(b->state, SeqState::Waiting) << "8 tokens need 2 blocks; 1 is free";
   EXPECT_TRUE(b->block_table.empty());
   f->step();  // a's 13th token takes the last block
-  EXPECT_EQ(f->blocks.n_free(), 0);
+  EXPECT_EQ(f->blocks.n_available(), 0);
   EXPECT_EQ(b->state, SeqState::Waiting);
   f->sched.finish(a);
-  EXPECT_EQ(f->blocks.n_free(), 4);
+  EXPECT_EQ(f->blocks.n_available(), 4);
   const StepPlan& p = f->step();
   EXPECT_EQ(Fixture::planned(p, b), 8);
 
@@ -250,7 +250,7 @@ TEST(SchedulerTest, AdmissionOnlyWithFreeBlocks) {
   const StepPlan& q = g->step();
   EXPECT_EQ(Fixture::planned(q, c), 12);
   EXPECT_EQ(Fixture::planned(q, d), 4);
-  EXPECT_EQ(g->blocks.n_free(), 0);
+  EXPECT_EQ(g->blocks.n_available(), 0);
 }
 
 // Three sequences fill the pool; the next decodes need blocks. The victim is the lowest rank:
@@ -263,7 +263,7 @@ TEST(SchedulerTest, PreemptionPicksTheLowestRank) {
     Sequence* b = f->add(8);
     Sequence* c = f->add(8);
     f->step();
-    ASSERT_EQ(f->blocks.n_free(), 0);
+    ASSERT_EQ(f->blocks.n_available(), 0);
     Sequence* victim = by_priority ? a : c;
     const StepPlan& p = f->step();
     ASSERT_EQ(p.preempted.size(), 1u);
@@ -313,12 +313,12 @@ TEST(SchedulerTest, PreemptedSequencesResumeAheadOfLaterArrivals) {
   Sequence* b = f->add(6);  // room for two more tokens in its second block
   Sequence* c = f->add(8);
   f->step();
-  ASSERT_EQ(f->blocks.n_free(), 0);
+  ASSERT_EQ(f->blocks.n_available(), 0);
   Sequence* d = f->add(1);
   const StepPlan& p2 = f->step();
   ASSERT_EQ(p2.preempted.size(), 1u);
   EXPECT_EQ(p2.preempted[0], c);
-  EXPECT_EQ(f->blocks.n_free(), 1) << "c's 2 blocks freed, a took one";
+  EXPECT_EQ(f->blocks.n_available(), 1) << "c's 2 blocks freed, a took one";
   EXPECT_EQ(Fixture::planned(p2, d), 0) << "admitted in a step that preempted";
 
   const StepPlan& p3 = f->step();

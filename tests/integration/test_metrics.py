@@ -15,6 +15,7 @@ HISTOGRAMS = [
 ]
 GAUGES = ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"]
 COUNTERS = ["prompt_tokens", "generation_tokens", "request_success", "num_preemptions",
+            "prefix_cache_queries", "prefix_cache_hits",
             "request_errors"]  # exposed with the _total suffix
 P = "tokamak:"
 
@@ -167,6 +168,41 @@ def test_dashboard_data(server):
     assert d["totals"]["generation_tokens"] > 0
     kv = d["kv"]
     assert {"blocks_total", "blocks_used", "usage", "block_size", "cells"} <= set(kv)
-    assert set(kv["cells"]) <= set(".us")
+    assert set(kv["cells"]) <= set(".cus")
+    assert {"blocks_cached", "prefix_cache_hit_rate"} <= set(kv)
     assert 0 < len(kv["cells"]) <= 4096
     assert isinstance(d["series"], list)
+
+
+def test_prefix_cache_hits_grow(make_server):
+    """The same long prompt twice: the second reuses the first's cached blocks (counted in
+    tokens); with --no-prefix-cache nothing is looked up, and the answer is the same."""
+    prompt = ("You are a careful assistant. Read the question, think about it, and answer in "
+              "one short sentence without making anything up. ") * 4 + "What is the sea?"
+    answers = {}
+    for flags in ((), ("--no-prefix-cache",)):
+        srv = make_server(*DEFAULT_FLAGS, *flags)
+        client = srv.client()
+        texts = []
+        for _ in range(2):
+            r = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=8,
+                                          temperature=0)
+            texts.append(r.choices[0].text)
+            srv.wait_idle()
+        m = scrape(srv)
+        n_prompt = r.usage.prompt_tokens
+        assert n_prompt >= 64
+        if not flags:
+            assert m.get(P + "prefix_cache_queries_total") == 2 * n_prompt
+            # All the first request's full blocks of 16, at most the prompt less one token.
+            hits = m.get(P + "prefix_cache_hits_total")
+            assert (n_prompt // 16) * 16 - 16 < hits <= n_prompt - 1, (hits, n_prompt)
+            kv = requests.get(srv.url("/dashboard/data"), timeout=10).json()["kv"]
+            assert kv["blocks_cached"] >= n_prompt // 16
+            assert 0 < kv["prefix_cache_hit_rate"] < 1
+        else:
+            assert m.get(P + "prefix_cache_queries_total") == 0
+            assert m.get(P + "prefix_cache_hits_total") == 0
+        assert texts[0] == texts[1]
+        answers[flags] = texts[0]
+    assert answers[()] == answers[("--no-prefix-cache",)]

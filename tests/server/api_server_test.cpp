@@ -276,5 +276,38 @@ TEST_F(ApiServerTest, MetricsAndDashboard) {
   EXPECT_EQ(dash["kv"]["cells"].get<std::string>().size(), 512u);
 }
 
+// The same 40-token prompt twice: the second reuses its two full blocks (32 tokens), and
+// /metrics counts the prefix cache in tokens.
+TEST_F(ApiServerTest, PrefixCacheCountersAtMetrics) {
+  auto server = start();
+  Client c(server->port());
+  json prompt = json::array();
+  for (int i = 0; i < 40; ++i) prompt.push_back(10 + i);
+  const auto counter = [&](const std::string& name) {
+    c.send_request("GET", "/metrics", "");
+    const auto [status, text] = c.response();
+    EXPECT_EQ(status, 200);
+    const std::string key = name + "{model_name=\"tiny\"} ";
+    const size_t at = text.find(key);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << name << " missing";
+      return -1.0;
+    }
+    return std::stod(text.substr(at + key.size()));
+  };
+  ASSERT_EQ(c.call("POST", "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}}).first, 200);
+  EXPECT_EQ(counter("tokamak:prefix_cache_queries_total"), 40);
+  EXPECT_EQ(counter("tokamak:prefix_cache_hits_total"), 0);
+  ASSERT_TRUE(wait_all_free(*server));
+  ASSERT_EQ(c.call("POST", "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}}).first, 200);
+  EXPECT_EQ(counter("tokamak:prefix_cache_queries_total"), 80);
+  EXPECT_EQ(counter("tokamak:prefix_cache_hits_total"), 32);
+  const auto [dstatus, dash] = c.call("GET", "/dashboard/data");
+  EXPECT_EQ(dstatus, 200);
+  EXPECT_GE(dash["kv"]["blocks_cached"].get<int>(), 2);
+  EXPECT_DOUBLE_EQ(dash["kv"]["prefix_cache_hit_rate"].get<double>(), 32.0 / 80.0);
+  EXPECT_NE(dash["kv"]["cells"].get<std::string>().find('c'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tokamak::server

@@ -67,7 +67,12 @@ SampleMetrics three_token_sample(double start) {
   return s;
 }
 
-const EngineGauges kGauges{.running = 3, .waiting = 2, .kv_usage = 0.25, .preemptions_total = 4};
+const EngineGauges kGauges{.running = 3,
+                           .waiting = 2,
+                           .kv_usage = 0.25,
+                           .preemptions_total = 4,
+                           .prefix_cache_queries_total = 1000,
+                           .prefix_cache_hits_total = 640};
 
 TEST(ServerMetricsTest, DerivesLatenciesFromSampleMetrics) {
   ServerMetrics metrics("m");
@@ -211,6 +216,8 @@ TEST(ServerMetricsTest, ExposesTheGaugesGiven) {
   EXPECT_EQ(value(text, m("tokamak:num_requests_waiting")), 2);
   EXPECT_EQ(value(text, m("tokamak:kv_cache_usage_perc")), 0.25);
   EXPECT_EQ(value(text, m("tokamak:num_preemptions_total")), 4);
+  EXPECT_EQ(value(text, m("tokamak:prefix_cache_queries_total")), 1000);
+  EXPECT_EQ(value(text, m("tokamak:prefix_cache_hits_total")), 640);
 }
 
 TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
@@ -246,6 +253,8 @@ TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
       {"tokamak:generation_tokens_total", "counter"},
       {"tokamak:request_success_total", "counter"},
       {"tokamak:num_preemptions_total", "counter"},
+      {"tokamak:prefix_cache_queries_total", "counter"},
+      {"tokamak:prefix_cache_hits_total", "counter"},
       {"tokamak:request_errors_total", "counter"},
   };
   EXPECT_EQ(types, expected);

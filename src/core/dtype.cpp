@@ -71,4 +71,23 @@ size_t row_bytes(DType dtype, int64_t n) {
   return static_cast<size_t>(n / info.block_size) * info.type_size;
 }
 
+std::optional<uint32_t> gguf_file_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q4_1:
+      return 3;
+    case DType::Q8_0:
+      return 7;
+    case DType::BF16:
+      return 32;
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace tokamak

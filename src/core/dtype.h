@@ -49,6 +49,10 @@ const DTypeInfo& dtype_info(DType dtype);
 std::string_view dtype_name(DType dtype);
 std::optional<DType> dtype_from_name(std::string_view name);  // "q4_0", "F16", ... (any case)
 
+// GGUF's general.file_type (llama_ftype) of a file whose matrices are mostly `dtype`, for
+// the types we write; nullopt for others.
+std::optional<uint32_t> gguf_file_type(DType dtype);
+
 // Bytes taken by a row of n elements; n must be a multiple of the block size.
 size_t row_bytes(DType dtype, int64_t n);
 

@@ -10,24 +10,11 @@
 namespace tokamak {
 namespace {
 
-// GGML's llama_ftype values for the "mostly <type>" files we write.
+// GGML's llama_ftype of the "mostly <type>" file we write.
 int32_t file_type_of(DType target) {
-  switch (target) {
-    case DType::F32:
-      return 0;
-    case DType::F16:
-      return 1;
-    case DType::Q4_0:
-      return 2;
-    case DType::Q4_1:
-      return 3;
-    case DType::Q8_0:
-      return 7;
-    case DType::BF16:
-      return 32;
-    default:
-      throw Error("cannot quantize to " + std::string(dtype_name(target)));
-  }
+  const auto t = gguf_file_type(target);
+  if (!t) throw Error("cannot quantize to " + std::string(dtype_name(target)));
+  return static_cast<int32_t>(*t);
 }
 
 std::vector<uint8_t> convert(const gguf::TensorInfo& t, DType target) {

@@ -77,22 +77,9 @@ void add_vocab(SyntheticModel& m, int32_t n_vocab) {
 
 // GGML's llama_ftype of a file whose matrices are mostly `d`.
 uint32_t file_type_of(DType d) {
-  switch (d) {
-    case DType::F32:
-      return 0;
-    case DType::F16:
-      return 1;
-    case DType::Q4_0:
-      return 2;
-    case DType::Q4_1:
-      return 3;
-    case DType::Q8_0:
-      return 7;
-    case DType::BF16:
-      return 32;
-    default:
-      throw Error("synthetic model: unsupported dtype " + std::string(dtype_name(d)));
-  }
+  const auto t = gguf_file_type(d);
+  if (!t) throw Error("synthetic model: unsupported dtype " + std::string(dtype_name(d)));
+  return *t;
 }
 
 void check_spec(const SyntheticModelSpec& s) {

@@ -68,13 +68,10 @@ const Config kConfigs[] = {
      SchedulePolicy::Lpm},
 };
 
-enum class Arrivals { Staggered, AllAtOnce };
+using test::Arrivals;
 
 void PrintTo(const Config& c, std::ostream* os) {
   *os << c.name;
-}
-void PrintTo(Arrivals a, std::ostream* os) {
-  *os << (a == Arrivals::Staggered ? "staggered" : "all at once");
 }
 
 EngineOptions options_for(const Config& c, const Model& model) {
@@ -198,11 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, EngineInvarianceTest,
                          ::testing::Combine(::testing::ValuesIn(kConfigs),
                                             ::testing::Values(Arrivals::Staggered,
                                                               Arrivals::AllAtOnce)),
-                         [](const auto& info) {
-                           return std::string(std::get<0>(info.param).name) +
-                                  (std::get<1>(info.param) == Arrivals::Staggered ? "_Staggered"
-                                                                                  : "_AllAtOnce");
-                         });
+                         [](const auto& info) { return test::config_and_arrivals_name(info); });
 
 // The same request run twice alone in one engine, and in engines of other block sizes, gives
 // the same tokens: the oracle above is itself stable.

@@ -51,13 +51,10 @@ const Config kConfigs[] = {
     {"TinyPoolSwap_NoChunk512_Block32", 32, 512, false, 192, kSwap},
 };
 
-enum class Arrivals { Staggered, AllAtOnce };
+using test::Arrivals;
 
 void PrintTo(const Config& c, std::ostream* os) {
   *os << c.name;
-}
-void PrintTo(Arrivals a, std::ostream* os) {
-  *os << (a == Arrivals::Staggered ? "staggered" : "all at once");
 }
 
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
@@ -166,11 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, PrefixCacheEngineTest,
                          ::testing::Combine(::testing::ValuesIn(kConfigs),
                                             ::testing::Values(Arrivals::Staggered,
                                                               Arrivals::AllAtOnce)),
-                         [](const auto& info) {
-                           return std::string(std::get<0>(info.param).name) +
-                                  (std::get<1>(info.param) == Arrivals::Staggered ? "_Staggered"
-                                                                                  : "_AllAtOnce");
-                         });
+                         [](const auto& info) { return test::config_and_arrivals_name(info); });
 
 // Counts on one engine, request after request: what is reused and what is computed.
 TEST(PrefixCacheEngineCounts, HitsAndComputedTokensAddUp) {

@@ -17,8 +17,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -388,6 +390,22 @@ inline void expect_all_free(EngineCore& core) {
   core.clear_prefix_cache();
   EXPECT_EQ(core.kv_cache().pool().n_used(), 0) << "KV blocks leaked";
   EXPECT_EQ(core.stats().kv_blocks_cached, 0);
+}
+
+// How a parameterized engine test submits its requests: one per step, or all before the
+// first step.
+enum class Arrivals { Staggered, AllAtOnce };
+
+inline void PrintTo(Arrivals a, std::ostream* os) {
+  *os << (a == Arrivals::Staggered ? "staggered" : "all at once");
+}
+
+// The test name of a (Config with a `name`, Arrivals) parameter: "<name>_Staggered" or
+// "<name>_AllAtOnce".
+template <class ParamInfo>
+std::string config_and_arrivals_name(const ParamInfo& info) {
+  return std::string(std::get<0>(info.param).name) +
+         (std::get<1>(info.param) == Arrivals::Staggered ? "_Staggered" : "_AllAtOnce");
 }
 
 }  // namespace tokamak::test

@@ -108,7 +108,6 @@ PrefixNode* PrefixCache::insert(PrefixNode* parent, std::span<const int32_t> tok
   node->block = block;
   node->hash = hash;
   node->parent = parent;
-  node->depth = parent->depth + 1;
   node->last_access = ++tick_;
   PrefixNode* raw = node.get();
   pool_.retain(block);

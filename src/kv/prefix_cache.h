@@ -42,7 +42,6 @@ struct PrefixNode {
   std::unordered_multimap<uint64_t, std::unique_ptr<PrefixNode>> children;  // by hash
   int32_t lock = 0;          // sequences using this node or a descendant
   uint64_t last_access = 0;  // tick of the last match or insert through it (LRU)
-  int32_t depth = 0;         // blocks from the root (root = 0)
 };
 
 class PrefixCache {

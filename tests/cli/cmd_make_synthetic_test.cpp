@@ -24,6 +24,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "../model/model_test_util.h"
 
 namespace tokamak::cli {
 namespace {
@@ -89,19 +90,7 @@ void expect_runs(const std::shared_ptr<const gguf::File>& file, std::vector<int3
   ModelOptions opts;
   opts.pool = &pool;
   auto model = Model::load(file, opts);
-  auto kv = model->new_kv_cache(0);
-  std::vector<int32_t> pos;
-  for (size_t i = 0; i < tokens.size(); ++i) pos.push_back(static_cast<int32_t>(i));
-  const std::vector<int32_t> rows = {static_cast<int32_t>(tokens.size()) - 1};
-  std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
-  model->forward({tokens, pos, rows}, *kv, logits);
-  float max = 0.0f;
-  for (float v : logits) {
-    ASSERT_TRUE(std::isfinite(v));
-    max = std::max(max, std::fabs(v));
-  }
-  EXPECT_GT(max, 0.1f);
-  EXPECT_LT(max, 100.0f);
+  test::expect_sensible_logits(*model, tokens);
 }
 
 // `v` as GGUF encodes it (its type and contents): equal values, equal bytes.

@@ -1,15 +1,20 @@
 #pragma once
-// Helpers for model tests: temporary GGUF files made by the synthetic-model writer, and
-// loading them.
+// Helpers for model tests: temporary GGUF files made by the synthetic-model writer, loading
+// them, and a forward that checks the logits look like a model's.
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "format/gguf.h"
+#include "model/model.h"
 #include "model/model_options.h"
 #include "model/synthetic_model.h"
 
@@ -53,6 +58,24 @@ inline std::shared_ptr<const gguf::File> write_and_open(const SyntheticModel& mo
                                                         const TempFile& file) {
   model.write(file.path());
   return open_shared(file.path());
+}
+
+// Prefills `tokens` into a fresh KV cache of `model` and checks the last row's logits are
+// finite and of a sensible size (largest magnitude in (0.1, 100)).
+inline void expect_sensible_logits(Model& model, const std::vector<int32_t>& tokens) {
+  auto kv = model.new_kv_cache(0);
+  std::vector<int32_t> pos;
+  for (size_t i = 0; i < tokens.size(); ++i) pos.push_back(static_cast<int32_t>(i));
+  const std::vector<int32_t> rows = {static_cast<int32_t>(tokens.size()) - 1};
+  std::vector<float> logits(static_cast<size_t>(model.hparams().n_vocab));
+  model.forward({tokens, pos, rows}, *kv, logits);
+  float max = 0.0f;
+  for (float v : logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    max = std::max(max, std::fabs(v));
+  }
+  EXPECT_GT(max, 0.1f);
+  EXPECT_LT(max, 100.0f);
 }
 
 }  // namespace tokamak::test

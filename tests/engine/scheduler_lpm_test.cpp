@@ -93,7 +93,11 @@ std::vector<Sequence*> admission_order(Fixture& f, Sequence*& a, Sequence*& b, S
   const auto system = tokens(1, 12);
   f.add(concat(system, {50}));
   EXPECT_NE(f.run_next(), nullptr);
-  EXPECT_EQ(f.blocks.prefix_cache() ? f.blocks.prefix_cache()->n_cached() : 3, 3);
+  const PrefixCache* cache = f.blocks.prefix_cache();
+  EXPECT_NE(cache, nullptr) << "these tests need the prefix cache on";
+  if (cache != nullptr) {
+    EXPECT_EQ(cache->n_cached(), 3);
+  }
   a = f.add(tokens(100, 13));
   b = f.add(concat(tokens(1, 4), tokens(200, 9)));
   c = f.add(concat(system, {300, 301}));

@@ -59,6 +59,9 @@ void EngineFlags::add_to(CLI::App& cmd) {
                  "KV cache memory: bytes with a K/M/G suffix (\"4G\") or a share of free memory "
                  "(\"0.3\", \"30%\"); default 25% of free memory");
   cmd.add_option("--kv-tokens", kv_tokens, "KV cache size in tokens (instead of --kv-memory)");
+  cmd.add_option("--kv-dtype", kv_dtype,
+                 std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()))
+      ->capture_default_str();
   cmd.add_option("--block-size", block_size, "tokens per KV block")->capture_default_str();
   cmd.add_option("--max-batched-tokens", max_batched_tokens,
                  "most tokens computed in one engine step")
@@ -93,6 +96,12 @@ EngineOptions EngineFlags::engine_options() const {
   if (!kv_memory.empty()) opts.kv_budget = KVBudget::parse_memory(kv_memory);
   if (kv_tokens) opts.kv_budget = KVBudget::tokens(*kv_tokens);
 
+  const std::optional<KVDType> dtype = kv_dtype_from_name(kv_dtype);
+  if (!dtype) {
+    throw Error(fmt::format("invalid --kv-dtype \"{}\": expected one of {}", kv_dtype,
+                            kv_dtype_choices()));
+  }
+  opts.kv_dtype = *dtype;
   opts.block_size = block_size;
   opts.max_batched_tokens = max_batched_tokens;
   opts.max_seqs = max_seqs;

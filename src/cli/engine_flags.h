@@ -23,6 +23,7 @@ struct EngineFlags {
   std::string kv_memory;             // --kv-memory; empty = the engine's default budget
   std::optional<int64_t> kv_tokens;  // --kv-tokens; excludes --kv-memory
   int32_t block_size = 16;
+  std::string kv_dtype = "f16";
   int32_t max_batched_tokens = 512;
   int32_t max_seqs = 64;
   bool no_chunked_prefill = false;

@@ -15,7 +15,8 @@ namespace {
 
 PagedKVCache make_cache(const Model& model, const EngineOptions& opts) {
   if (auto err = validate(opts)) throw Error("engine options: " + *err);
-  const KVCacheShape shape = model.kv_shape(opts.block_size);
+  KVCacheShape shape = model.kv_shape(opts.block_size);
+  shape.dtype = opts.kv_dtype;
   const size_t free_bytes = available_memory_bytes().value_or(0);
   const int32_t n_blocks =
       opts.kv_budget.blocks(shape.bytes_per_block(), opts.block_size, free_bytes);

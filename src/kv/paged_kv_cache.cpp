@@ -34,6 +34,9 @@ void check_shape(const KVCacheShape& s) {
   check_positive(s.head_dim_k, "head_dim_k");
   check_positive(s.head_dim_v, "head_dim_v");
   check_positive(s.block_size, "block_size");
+  if (s.dtype != KVDType::F16) {
+    throw Error(fmt::format("KV dtype {} is not implemented yet", kv_dtype_name(s.dtype)));
+  }
 }
 
 // Elements of one layer's block: n_head_kv x block_size x head_dim, checked.

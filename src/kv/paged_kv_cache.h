@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/kv_dtype.h"
 #include "core/paged_kv_view.h"
 #include "kv/block_pool.h"
 
@@ -33,6 +34,7 @@ struct KVCacheShape {
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
   int32_t block_size = 16;
+  KVDType dtype = KVDType::F16;
 
   // Bytes of K and V for one token over all layers / one block of block_size tokens. Throw
   // Error for a non-positive field or a figure too large to address.

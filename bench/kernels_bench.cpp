@@ -31,6 +31,7 @@
 #include "bench_data.h"
 #include "ceilings.h"
 #include "core/fp16.h"
+#include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/quantize.h"
 #include "ops/ops.h"
 
@@ -131,36 +132,59 @@ struct AttnShape {
 constexpr AttnShape kAttnShapes[] = {{"smol:9q-3kv", 9, 3}, {"1b:32q-8kv", 32, 8}};
 constexpr int32_t kContexts[] = {512, 2048, 8192};
 
-// One decode query (all heads) of one sequence over `ctx` cached tokens. The pool holds as
-// many sequences' worth of blocks as the footprint needs, in a random block order (a cache
-// that has been in use), and each iteration attends over the next sequence's block table.
-void bm_paged_attention(benchmark::State& state, BenchContext* bc, AttnShape shape, int32_t ctx,
-                        int threads) {
+// One decode query (all heads) of one sequence over `ctx` cached tokens in KV dtype `dtype`.
+// The pool holds as many sequences' worth of blocks as the footprint needs, in a random block
+// order (a cache that has been in use), and each iteration attends over the next sequence's
+// block table.
+void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDType dtype, AttnShape shape,
+                        int32_t ctx, int threads) {
   Ops& ops = bc->ops(threads, 1, 1);
   const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
-  const size_t seq_bytes = size_t{2} * 2 * blocks_per_seq * kBlockSize * shape.n_head_kv * kHeadDim;
-  const size_t n_seqs = std::max<size_t>(1, (bc->footprint() + seq_bytes - 1) / seq_bytes);
-
   PagedKVView kv;
-  kv.n_blocks = static_cast<int32_t>(n_seqs) * blocks_per_seq;
+  kv.dtype = dtype;
   kv.block_size = kBlockSize;
   kv.n_head_kv = shape.n_head_kv;
   kv.head_dim_k = kv.head_dim_v = kHeadDim;
-  AlignedBuffer<uint16_t> k(kv.k_block_stride() * static_cast<size_t>(kv.n_blocks));
-  AlignedBuffer<uint16_t> v(kv.v_block_stride() * static_cast<size_t>(kv.n_blocks));
-  {
-    std::vector<float> f(1 << 16);
-    std::vector<uint16_t> h(f.size());
-    fill_random(f.data(), f.size(), 11);
-    for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_fp16(f[i]);
-    for (AlignedBuffer<uint16_t>* pool : {&k, &v}) {
-      for (size_t i = 0; i < pool->size(); i += h.size()) {
-        std::memcpy(pool->data() + i, h.data(), std::min(h.size(), pool->size() - i) * 2);
-      }
-    }
-  }
+  const size_t block_bytes = kv.k_block_stride() + kv.v_block_stride() + kv.k_scale_block_stride() +
+                             kv.v_scale_block_stride();
+  const size_t seq_bytes = block_bytes * static_cast<size_t>(blocks_per_seq);
+  const size_t n_seqs = std::max<size_t>(1, (bc->footprint() + seq_bytes - 1) / seq_bytes);
+  kv.n_blocks = static_cast<int32_t>(n_seqs) * blocks_per_seq;
+
+  // Pools filled by repeating kPattern blocks written by the real encoder from random rows.
+  const size_t nb = static_cast<size_t>(kv.n_blocks);
+  AlignedBuffer<uint8_t> k(kv.k_block_stride() * nb);
+  AlignedBuffer<uint8_t> v(kv.v_block_stride() * nb);
+  AlignedBuffer<uint8_t> ks(std::max<size_t>(1, kv.k_scale_block_stride() * nb));
+  AlignedBuffer<uint8_t> vs(std::max<size_t>(1, kv.v_scale_block_stride() * nb));
   kv.k = k.data();
   kv.v = v.data();
+  kv.k_scales = ks.data();
+  kv.v_scales = vs.data();
+  constexpr int32_t kPattern = 64;
+  {
+    std::vector<float> row(kHeadDim);
+    uint64_t seed = 11;
+    for (int32_t b = 0; b < std::min(kPattern, kv.n_blocks); ++b) {
+      for (int32_t h = 0; h < kv.n_head_kv; ++h) {
+        for (int32_t r = 0; r < kBlockSize; ++r) {
+          fill_random(row.data(), row.size(), seed++);
+          cpu::kv_write_row(dtype, row.data(), kHeadDim, kv.k_tile(b, h), kv.k_tile_scales(b, h),
+                            r);
+          fill_random(row.data(), row.size(), seed++);
+          cpu::kv_write_row(dtype, row.data(), kHeadDim, kv.v_tile(b, h), kv.v_tile_scales(b, h),
+                            r);
+        }
+      }
+    }
+    for (int32_t b = kPattern; b < kv.n_blocks; ++b) {
+      const int32_t from = b % kPattern;
+      std::memcpy(kv.k_tile(b, 0), kv.k_tile(from, 0), kv.k_block_stride());
+      std::memcpy(kv.v_tile(b, 0), kv.v_tile(from, 0), kv.v_block_stride());
+      std::memcpy(kv.k_tile_scales(b, 0), kv.k_tile_scales(from, 0), kv.k_scale_block_stride());
+      std::memcpy(kv.v_tile_scales(b, 0), kv.v_tile_scales(from, 0), kv.v_scale_block_stride());
+    }
+  }
 
   std::vector<int32_t> blocks(static_cast<size_t>(kv.n_blocks));
   for (int32_t b = 0; b < kv.n_blocks; ++b) blocks[static_cast<size_t>(b)] = b;
@@ -190,7 +214,7 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, AttnShape sha
     benchmark::ClobberMemory();
     seq = seq + 1 == n_seqs ? 0 : seq + 1;
   }
-  const double kv_bytes = 2.0 * 2 * ctx * shape.n_head_kv * kHeadDim;
+  const double kv_bytes = static_cast<double>(block_bytes) * ctx / kBlockSize;
   set_counters(state, *bc, on_cpu, kv_bytes + 8.0 * q_elems, 4.0 * shape.n_head * ctx * kHeadDim,
                Arith::Fma, Memory::Dram, threads);
 }
@@ -272,7 +296,20 @@ void register_all(BenchContext* ctx) {
       for (int t : kThreadCounts) {
         const std::string name = std::string("paged_attention/") + shape.name +
                                  "/ctx:" + std::to_string(n_ctx) + "/t:" + std::to_string(t);
-        tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, shape, n_ctx, t));
+        tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16,
+                                          shape, n_ctx, t));
+      }
+    }
+  }
+  // The other KV dtypes, at one context: the cost of decoding in registers against the bytes
+  // saved.
+  for (KVDType dtype : {KVDType::BF16, KVDType::F32, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
+    for (const AttnShape& shape : kAttnShapes) {
+      for (int t : kThreadCounts) {
+        const std::string name = "paged_attention_kv/" + std::string(kv_dtype_name(dtype)) + "/" +
+                                 shape.name + "/ctx:2048/t:" + std::to_string(t);
+        tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, dtype, shape, 2048,
+                                          t));
       }
     }
   }

@@ -98,8 +98,8 @@ EngineOptions EngineFlags::engine_options() const {
 
   const std::optional<KVDType> dtype = kv_dtype_from_name(kv_dtype);
   if (!dtype) {
-    throw Error(fmt::format("invalid --kv-dtype \"{}\": expected one of {}", kv_dtype,
-                            kv_dtype_choices()));
+    throw Error(
+        fmt::format("invalid --kv-dtype \"{}\": expected one of {}", kv_dtype, kv_dtype_choices()));
   }
   opts.kv_dtype = *dtype;
   opts.block_size = block_size;
@@ -148,23 +148,28 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
                   kv.block_size(), tokens, format_bytes(static_cast<double>(kv.total_bytes())),
                   opts.kv_budget.describe());
 
-  // Bytes per element from the cache's own figure, so the line stays right if its dtype changes.
-  const size_t per_token = kv.bytes_per_token();
-  const size_t elements =
-      size_t(shape.n_layer) * size_t(shape.n_head_kv) * size_t(shape.head_dim_k + shape.head_dim_v);
-  const size_t element_bytes = per_token / elements;
-  const std::string dtype = element_bytes == 2 ? " (f16)" : "";
-  if (shape.head_dim_k == shape.head_dim_v) {
-    out += fmt::format(
-        "KV bytes per token = 2 (K and V) x {} layers x {} kv-heads x {} head-dim x {} bytes{} "
-        "= {} B\n",
-        shape.n_layer, shape.n_head_kv, shape.head_dim_k, element_bytes, dtype, per_token);
+  // The formula, with the element size of the dtype and its scales, from the cache's own
+  // figures so that the line cannot drift from what was allocated.
+  const size_t element_bytes = shape.element_bytes_per_token();
+  const size_t scale_bytes = shape.scale_bytes_per_block();
+  const std::string_view dtype = kv_dtype_name(shape.dtype);
+  const double element_size =
+      static_cast<double>(element_bytes) /
+      (double(shape.n_layer) * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v));
+  const char* unit = element_size == 1.0 ? "byte" : "bytes";
+  const std::string elements =
+      shape.head_dim_k == shape.head_dim_v
+          ? fmt::format("2 (K and V) x {} layers x {} kv-heads x {} head-dim x {:g} {} ({})",
+                        shape.n_layer, shape.n_head_kv, shape.head_dim_k, element_size, unit, dtype)
+          : fmt::format("{} layers x {} kv-heads x ({} K + {} V head-dim) x {:g} {} ({})",
+                        shape.n_layer, shape.n_head_kv, shape.head_dim_k, shape.head_dim_v,
+                        element_size, unit, dtype);
+  if (scale_bytes == 0) {
+    out += fmt::format("KV bytes per token = {} = {} B\n", elements, element_bytes);
   } else {
     out += fmt::format(
-        "KV bytes per token = {} layers x {} kv-heads x ({} K + {} V head-dim) x {} bytes{} = "
-        "{} B\n",
-        shape.n_layer, shape.n_head_kv, shape.head_dim_k, shape.head_dim_v, element_bytes, dtype,
-        per_token);
+        "KV bytes per token = {} = {} B, + {} B of scales per {}-token block = {:.2f} B\n",
+        elements, element_bytes, scale_bytes, shape.block_size, kv.bytes_per_token());
   }
   out += fmt::format(
       "max model len {} tokens, max batched tokens {}, max seqs {}, chunked prefill {}, "

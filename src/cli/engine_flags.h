@@ -44,6 +44,7 @@ struct EngineFlags {
 //   KV pool: 1234 blocks x 16 tokens = 19744 tokens, 433.83 MiB (budget: 25% of free memory)
 //   KV bytes per token = 2 (K and V) x 30 layers x 3 kv-heads x 64 head-dim x 2 bytes (f16)
 //     = 23040 B
+//   (quantized dtypes add "+ 720 B of scales per 16-token block = 11565.00 B")
 //   max model len 8192 tokens, max batched tokens 512, max seqs 64, chunked prefill on,
 //     preemption recompute, prefix cache on, schedule fcfs, 2 threads
 std::string engine_summary(const EngineCore& core, int n_threads);

@@ -11,7 +11,9 @@ constexpr std::array<std::string_view, 6> kNames = {"f16", "bf16", "f32", "int8"
 
 }  // namespace
 
-std::string_view kv_dtype_name(KVDType dtype) { return kNames[static_cast<size_t>(dtype)]; }
+std::string_view kv_dtype_name(KVDType dtype) {
+  return kNames[static_cast<size_t>(dtype)];
+}
 
 std::optional<KVDType> kv_dtype_from_name(std::string_view s) {
   for (size_t i = 0; i < kNames.size(); ++i) {
@@ -26,7 +28,9 @@ std::optional<KVDType> kv_dtype_from_name(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view kv_dtype_choices() { return "f16|bf16|f32|int8|fp8|q4"; }
+std::string_view kv_dtype_choices() {
+  return "f16|bf16|f32|int8|fp8|q4";
+}
 
 bool kv_dtype_supports(KVDType dtype, int32_t head_dim) {
   return head_dim > 0 && (dtype != KVDType::Q4 || head_dim % kKVQ4Group == 0);
@@ -55,7 +59,7 @@ size_t kv_tile_scale_bytes(KVDType dtype, int32_t block_size, int32_t head_dim) 
   switch (dtype) {
     case KVDType::Int8:
     case KVDType::Fp8:
-      return sizeof(float);
+      return static_cast<size_t>(block_size) * 2;
     case KVDType::Q4:
       return static_cast<size_t>(block_size) * static_cast<size_t>(head_dim / kKVQ4Group) * 2;
     default:

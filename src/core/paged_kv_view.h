@@ -1,11 +1,13 @@
 #pragma once
-// One layer of the paged KV cache, as kernels see it: raw F16 pools addressed by block id.
-// The storage and its bookkeeping live in kv/ (paged_kv_cache.h, block_pool.h); this view is
-// all that ops and kernels need, so they stay independent of the engine.
+// One layer of the paged KV cache, as kernels see it: raw pools addressed by block id, in
+// the KV dtype of core/kv_dtype.h. The storage and its bookkeeping live in kv/
+// (paged_kv_cache.h, block_pool.h); this view is all that ops and kernels need, so they stay
+// independent of the engine.
 //
-// Layout of one layer (keys; values alike with head_dim_v):
+// Layout of one layer (keys; values alike with head_dim_v), each row row_bytes wide:
 //
-//   k[block][kv_head][token][d]     block in [0, n_blocks), token in [0, block_size)
+//   k[block][kv_head][token][row bytes]     block in [0, n_blocks), token in [0, block_size)
+//   k_scales[block][kv_head][tile scale bytes]   (int8, fp8, q4 only)
 //
 //   block b ┌──────── kv_head 0 ───────┬──────── kv_head 1 ───────┬ ...
 //           │ tok 0: d0 d1 ... d(hd-1) │ tok 0: ...               │
@@ -14,38 +16,57 @@
 //           └──────────────────────────┴──────────────────────────┴
 //
 // Why this order: attention walks one KV head of one sequence block by block, so the keys it
-// reads for a block are one contiguous (block_size, head_dim) tile (2 KiB for 16 x 64 F16),
+// reads for a block are one contiguous (block_size, row_bytes) tile (2 KiB for 16 x 64 F16),
 // and a query group (the query heads sharing a KV head) reuses that tile while it is in L1.
-// Writing a new token touches n_head_kv rows of head_dim, which is cheap by comparison.
-// Every tile starts 64-byte aligned when head_dim * 2 * block_size is a multiple of 64 (the
-// pool base is aligned).
+// Writing a new token touches n_head_kv rows, which is cheap by comparison. Every F16 tile
+// starts 64-byte aligned when head_dim * 2 * block_size is a multiple of 64 (the pool base
+// is aligned). Scales live apart so that the element tiles keep that alignment.
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kv_dtype.h"
+
 namespace tokamak {
 
 struct PagedKVView {
-  uint16_t* k = nullptr;  // F16 (n_blocks, n_head_kv, block_size, head_dim_k)
-  uint16_t* v = nullptr;  // F16 (n_blocks, n_head_kv, block_size, head_dim_v)
+  uint8_t* k = nullptr;         // (n_blocks, n_head_kv, block_size, k_row_bytes())
+  uint8_t* v = nullptr;         // (n_blocks, n_head_kv, block_size, v_row_bytes())
+  uint8_t* k_scales = nullptr;  // (n_blocks, n_head_kv, k_tile_scale_bytes()); may be null
+  uint8_t* v_scales = nullptr;  // when the dtype has no scales
+  KVDType dtype = KVDType::F16;
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
 
-  // Elements between consecutive blocks / KV heads in k and v.
-  size_t k_block_stride() const { return size_t(n_head_kv) * block_size * head_dim_k; }
-  size_t v_block_stride() const { return size_t(n_head_kv) * block_size * head_dim_v; }
-  size_t k_head_stride() const { return size_t(block_size) * head_dim_k; }
-  size_t v_head_stride() const { return size_t(block_size) * head_dim_v; }
+  size_t k_row_bytes() const { return kv_row_bytes(dtype, head_dim_k); }
+  size_t v_row_bytes() const { return kv_row_bytes(dtype, head_dim_v); }
+  size_t k_tile_scale_bytes() const { return kv_tile_scale_bytes(dtype, block_size, head_dim_k); }
+  size_t v_tile_scale_bytes() const { return kv_tile_scale_bytes(dtype, block_size, head_dim_v); }
 
-  // The (block_size, head_dim) tile of one block and KV head.
-  const uint16_t* k_tile(int32_t block, int32_t kv_head) const {
+  // Bytes between consecutive KV heads / blocks in k and v.
+  size_t k_head_stride() const { return size_t(block_size) * k_row_bytes(); }
+  size_t v_head_stride() const { return size_t(block_size) * v_row_bytes(); }
+  size_t k_block_stride() const { return size_t(n_head_kv) * k_head_stride(); }
+  size_t v_block_stride() const { return size_t(n_head_kv) * v_head_stride(); }
+  // Bytes between consecutive blocks in k_scales and v_scales.
+  size_t k_scale_block_stride() const { return size_t(n_head_kv) * k_tile_scale_bytes(); }
+  size_t v_scale_block_stride() const { return size_t(n_head_kv) * v_tile_scale_bytes(); }
+
+  // The (block_size, row bytes) tile of one block and KV head, and its scales.
+  uint8_t* k_tile(int32_t block, int32_t kv_head) const {
     return k + block * k_block_stride() + kv_head * k_head_stride();
   }
-  const uint16_t* v_tile(int32_t block, int32_t kv_head) const {
+  uint8_t* v_tile(int32_t block, int32_t kv_head) const {
     return v + block * v_block_stride() + kv_head * v_head_stride();
+  }
+  uint8_t* k_tile_scales(int32_t block, int32_t kv_head) const {
+    return k_scales + block * k_scale_block_stride() + kv_head * k_tile_scale_bytes();
+  }
+  uint8_t* v_tile_scales(int32_t block, int32_t kv_head) const {
+    return v_scales + block * v_scale_block_stride() + kv_head * v_tile_scale_bytes();
   }
 };
 

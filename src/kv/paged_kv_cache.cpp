@@ -34,85 +34,104 @@ void check_shape(const KVCacheShape& s) {
   check_positive(s.head_dim_k, "head_dim_k");
   check_positive(s.head_dim_v, "head_dim_v");
   check_positive(s.block_size, "block_size");
-  if (s.dtype != KVDType::F16) {
-    throw Error(fmt::format("KV dtype {} is not implemented yet", kv_dtype_name(s.dtype)));
+  if (!kv_dtype_supports(s.dtype, s.head_dim_k) || !kv_dtype_supports(s.dtype, s.head_dim_v)) {
+    throw Error(fmt::format("KV dtype {} needs head dims that are multiples of {}, got {} and {}",
+                            kv_dtype_name(s.dtype), kKVQ4Group, s.head_dim_k, s.head_dim_v));
   }
 }
 
-// Elements of one layer's block: n_head_kv x block_size x head_dim, checked.
-size_t checked_block_elements(const KVCacheShape& s, int32_t head_dim) {
+// Bytes of one layer's block in the element pool of a head dim: n_head_kv x block_size rows.
+size_t block_row_bytes(const KVCacheShape& s, int32_t head_dim) {
   return checked_mul(checked_mul(size_t(s.n_head_kv), size_t(s.block_size), "block"),
-                     size_t(head_dim), "block");
+                     kv_row_bytes(s.dtype, head_dim), "block");
 }
 
-// The same for a shape that has passed checked().
-size_t block_elements(const KVCacheShape& s, int32_t head_dim) {
-  return size_t(s.n_head_kv) * size_t(s.block_size) * size_t(head_dim);
+// Bytes of one layer's block in the scale pool of a head dim: n_head_kv tiles' scales.
+size_t block_scale_bytes(const KVCacheShape& s, int32_t head_dim) {
+  return checked_mul(size_t(s.n_head_kv), kv_tile_scale_bytes(s.dtype, s.block_size, head_dim),
+                     "block");
 }
 
-// Checks the shape and that both pools and their sum stay addressable; returns the shape.
+// Checks the shape and that the pools and their sum stay addressable; returns the shape.
 const KVCacheShape& checked(const KVCacheShape& s, int32_t n_blocks) {
   check_shape(s);
   if (n_blocks <= 0)
     throw Error(fmt::format("KV cache: n_blocks must be positive, got {}", n_blocks));
-  size_t layers_blocks = checked_mul(size_t(s.n_layer), size_t(n_blocks), "pool");
-  size_t k_bytes =
-      checked_mul(checked_mul(layers_blocks, checked_block_elements(s, s.head_dim_k), "pool"),
-                  sizeof(uint16_t), "pool");
-  size_t v_bytes =
-      checked_mul(checked_mul(layers_blocks, checked_block_elements(s, s.head_dim_v), "pool"),
-                  sizeof(uint16_t), "pool");
-  if (k_bytes > kMaxBytes - v_bytes) {
-    throw Error(fmt::format("KV cache pool overflows: {} + {} bytes is too large to address",
-                            k_bytes, v_bytes));
-  }
+  checked_mul(s.bytes_per_block(), size_t(n_blocks), "pool");
   return s;
 }
 
-// Elements of one pool (K or V) over all layers; the shape has passed checked().
-size_t pool_elements(const KVCacheShape& s, int32_t n_blocks, int32_t head_dim) {
-  return size_t(s.n_layer) * size_t(n_blocks) * size_t(s.n_head_kv) * size_t(s.block_size) *
-         size_t(head_dim);
+// Bytes of one pool over all layers, given its bytes per layer and block; checked() passed.
+size_t pool_bytes(const KVCacheShape& s, int32_t n_blocks, size_t per_layer_block) {
+  return size_t(s.n_layer) * size_t(n_blocks) * per_layer_block;
 }
 
 }  // namespace
 
-size_t KVCacheShape::bytes_per_token() const {
+size_t KVCacheShape::element_bytes_per_token() const {
   check_shape(*this);
-  size_t heads = checked_mul(size_t(n_layer), size_t(n_head_kv), "bytes per token");
-  // head_dim_k + head_dim_v fits size_t: both are int32.
-  size_t elements = checked_mul(heads, size_t(head_dim_k) + size_t(head_dim_v), "bytes per token");
-  return checked_mul(elements, sizeof(uint16_t), "bytes per token");
+  const size_t heads = checked_mul(size_t(n_layer), size_t(n_head_kv), "bytes per token");
+  // Each row is at most 4 * INT32_MAX bytes: the sum fits size_t.
+  return checked_mul(heads, kv_row_bytes(dtype, head_dim_k) + kv_row_bytes(dtype, head_dim_v),
+                     "bytes per token");
+}
+
+size_t KVCacheShape::scale_bytes_per_block() const {
+  check_shape(*this);
+  const size_t heads = checked_mul(size_t(n_layer), size_t(n_head_kv), "bytes per block");
+  return checked_mul(heads,
+                     kv_tile_scale_bytes(dtype, block_size, head_dim_k) +
+                         kv_tile_scale_bytes(dtype, block_size, head_dim_v),
+                     "bytes per block");
 }
 
 size_t KVCacheShape::bytes_per_block() const {
-  return checked_mul(bytes_per_token(), size_t(block_size), "bytes per block");
+  const size_t elements =
+      checked_mul(element_bytes_per_token(), size_t(block_size), "bytes per block");
+  const size_t scales = scale_bytes_per_block();
+  if (elements > kMaxBytes - scales) {
+    throw Error(fmt::format("KV cache bytes per block overflows: {} + {}", elements, scales));
+  }
+  return elements + scales;
+}
+
+double KVCacheShape::bytes_per_token() const {
+  return static_cast<double>(bytes_per_block()) / block_size;
 }
 
 PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks)
     : shape_(checked(shape, n_blocks)),
       pool_(n_blocks),
-      k_(pool_elements(shape, n_blocks, shape.head_dim_k)),
-      v_(pool_elements(shape, n_blocks, shape.head_dim_v)) {}
+      k_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.head_dim_k))),
+      v_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.head_dim_v))),
+      k_scales_(pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.head_dim_k))),
+      v_scales_(pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.head_dim_v))) {}
 
-uint16_t* PagedKVCache::k_block(int32_t layer, int32_t block) const {
+PagedKVCache::BlockBytes PagedKVCache::block_bytes(int32_t layer, int32_t block) const {
   assert(layer >= 0 && layer < shape_.n_layer);
   assert(block >= 0 && block < n_blocks());
-  size_t index = size_t(layer) * size_t(n_blocks()) + size_t(block);
-  return const_cast<uint16_t*>(k_.data()) + index * block_elements(shape_, shape_.head_dim_k);
-}
-
-uint16_t* PagedKVCache::v_block(int32_t layer, int32_t block) const {
-  assert(layer >= 0 && layer < shape_.n_layer);
-  assert(block >= 0 && block < n_blocks());
-  size_t index = size_t(layer) * size_t(n_blocks()) + size_t(block);
-  return const_cast<uint16_t*>(v_.data()) + index * block_elements(shape_, shape_.head_dim_v);
+  const size_t index = size_t(layer) * size_t(n_blocks()) + size_t(block);
+  BlockBytes b;
+  b.size[0] = block_row_bytes(shape_, shape_.head_dim_k);
+  b.size[1] = block_row_bytes(shape_, shape_.head_dim_v);
+  b.size[2] = block_scale_bytes(shape_, shape_.head_dim_k);
+  b.size[3] = block_scale_bytes(shape_, shape_.head_dim_v);
+  const AlignedBuffer<uint8_t>* pools[4] = {&k_, &v_, &k_scales_, &v_scales_};
+  for (int i = 0; i < 4; ++i) {
+    b.data[i] =
+        b.size[i] == 0 ? nullptr : const_cast<uint8_t*>(pools[i]->data()) + index * b.size[i];
+  }
+  return b;
 }
 
 PagedKVView PagedKVCache::layer(int32_t layer) const {
+  const BlockBytes b = block_bytes(layer, 0);
   PagedKVView view;
-  view.k = k_block(layer, 0);
-  view.v = v_block(layer, 0);
+  view.k = b.data[0];
+  view.v = b.data[1];
+  view.k_scales = b.data[2];
+  view.v_scales = b.data[3];
+  view.dtype = shape_.dtype;
   view.n_blocks = n_blocks();
   view.block_size = shape_.block_size;
   view.n_head_kv = shape_.n_head_kv;
@@ -124,26 +143,27 @@ PagedKVView PagedKVCache::layer(int32_t layer) const {
 void PagedKVCache::copy_block(int32_t src, int32_t dst) {
   assert(src >= 0 && src < n_blocks() && dst >= 0 && dst < n_blocks());
   if (src == dst) return;
-  size_t k_bytes = block_elements(shape_, shape_.head_dim_k) * sizeof(uint16_t);
-  size_t v_bytes = block_elements(shape_, shape_.head_dim_v) * sizeof(uint16_t);
   for (int32_t l = 0; l < shape_.n_layer; ++l) {
-    std::memcpy(k_block(l, dst), k_block(l, src), k_bytes);
-    std::memcpy(v_block(l, dst), v_block(l, src), v_bytes);
+    const BlockBytes from = block_bytes(l, src);
+    const BlockBytes to = block_bytes(l, dst);
+    for (int i = 0; i < 4; ++i) {
+      if (from.size[i] != 0) std::memcpy(to.data[i], from.data[i], from.size[i]);
+    }
   }
 }
 
-// Host layout of one saved block: for each layer, its K block then its V block.
+// Host layout of one saved block: for each layer, its K rows, V rows, K scales, V scales.
 void PagedKVCache::save_blocks(std::span<const int32_t> blocks, std::vector<uint8_t>& host) const {
-  size_t k_bytes = block_elements(shape_, shape_.head_dim_k) * sizeof(uint16_t);
-  size_t v_bytes = block_elements(shape_, shape_.head_dim_v) * sizeof(uint16_t);
   size_t offset = host.size();
   host.resize(offset + blocks.size() * shape_.bytes_per_block());
   for (int32_t block : blocks) {
     for (int32_t l = 0; l < shape_.n_layer; ++l) {
-      std::memcpy(host.data() + offset, k_block(l, block), k_bytes);
-      offset += k_bytes;
-      std::memcpy(host.data() + offset, v_block(l, block), v_bytes);
-      offset += v_bytes;
+      const BlockBytes b = block_bytes(l, block);
+      for (int i = 0; i < 4; ++i) {
+        if (b.size[i] == 0) continue;
+        std::memcpy(host.data() + offset, b.data[i], b.size[i]);
+        offset += b.size[i];
+      }
     }
   }
   assert(offset == host.size());
@@ -151,15 +171,15 @@ void PagedKVCache::save_blocks(std::span<const int32_t> blocks, std::vector<uint
 
 void PagedKVCache::load_blocks(std::span<const int32_t> blocks, std::span<const uint8_t> host) {
   assert(host.size() == blocks.size() * shape_.bytes_per_block());
-  size_t k_bytes = block_elements(shape_, shape_.head_dim_k) * sizeof(uint16_t);
-  size_t v_bytes = block_elements(shape_, shape_.head_dim_v) * sizeof(uint16_t);
   size_t offset = 0;
   for (int32_t block : blocks) {
     for (int32_t l = 0; l < shape_.n_layer; ++l) {
-      std::memcpy(k_block(l, block), host.data() + offset, k_bytes);
-      offset += k_bytes;
-      std::memcpy(v_block(l, block), host.data() + offset, v_bytes);
-      offset += v_bytes;
+      const BlockBytes b = block_bytes(l, block);
+      for (int i = 0; i < 4; ++i) {
+        if (b.size[i] == 0) continue;
+        std::memcpy(b.data[i], host.data() + offset, b.size[i]);
+        offset += b.size[i];
+      }
     }
   }
 }

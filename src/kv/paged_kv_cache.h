@@ -2,10 +2,12 @@
 // PagedKVCache: the KV storage of the serving engine, allocated once at start.
 //
 // One pool of n_blocks fixed-size blocks (block_size tokens each) per layer, for K and for
-// V, F16, laid out for the attention kernel as core/paged_kv_view.h draws it:
+// V, in the KV dtype (core/kv_dtype.h, default F16), laid out for the attention kernel as
+// core/paged_kv_view.h draws it:
 //
-//   keys of layer l:   (n_blocks, n_head_kv, block_size, head_dim_k)
-//   values of layer l: (n_blocks, n_head_kv, block_size, head_dim_v)
+//   keys of layer l:   (n_blocks, n_head_kv, block_size, row bytes of head_dim_k)
+//   values of layer l: (n_blocks, n_head_kv, block_size, row bytes of head_dim_v)
+//   their scales:      (n_blocks, n_head_kv, tile scale bytes)   int8, fp8, q4 only
 //
 // A block id means the same token range in every layer, so one block table per sequence
 // serves all layers; token t of a sequence lives in slot block_table[t / block_size] *
@@ -13,7 +15,8 @@
 // business (pool()); this class only stores, copies (copy-on-write of a shared block) and
 // moves blocks to host memory and back (swap preemption).
 //
-// Memory per token = 2 (K and V) x n_layer x n_head_kv x head_dim x 2 bytes, the figure
+// Memory per token = 2 (K and V) x n_layer x n_head_kv x head_dim x bytes per element (2
+// for F16), plus the scales of quantized dtypes spread over the block's tokens: the figure
 // bytes_per_token() gives and `tokamak serve` prints at start-up.
 
 #include <cstddef>
@@ -36,10 +39,14 @@ struct KVCacheShape {
   int32_t block_size = 16;
   KVDType dtype = KVDType::F16;
 
-  // Bytes of K and V for one token over all layers / one block of block_size tokens. Throw
-  // Error for a non-positive field or a figure too large to address.
-  size_t bytes_per_token() const;
+  // Bytes of K and V elements for one token over all layers; bytes of K and V scales for one
+  // block over all layers (0 for f16, bf16, f32); all bytes of one block of block_size tokens
+  // (block_size x element bytes + scale bytes); that over block_size. Throw Error for a
+  // non-positive field, a head dim the dtype cannot store, or a figure too large to address.
+  size_t element_bytes_per_token() const;
+  size_t scale_bytes_per_block() const;
   size_t bytes_per_block() const;
+  double bytes_per_token() const;
 };
 
 class PagedKVCache {
@@ -50,8 +57,9 @@ class PagedKVCache {
   const KVCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
-  size_t bytes_per_token() const { return shape_.bytes_per_token(); }
-  size_t total_bytes() const { return k_.size() * 2 + v_.size() * 2; }
+  KVDType dtype() const { return shape_.dtype; }
+  double bytes_per_token() const { return shape_.bytes_per_token(); }
+  size_t total_bytes() const { return k_.size() + v_.size() + k_scales_.size() + v_scales_.size(); }
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -68,13 +76,20 @@ class PagedKVCache {
   void load_blocks(std::span<const int32_t> blocks, std::span<const uint8_t> host);
 
  private:
-  uint16_t* k_block(int32_t layer, int32_t block) const;
-  uint16_t* v_block(int32_t layer, int32_t block) const;
+  // The byte ranges of one layer's block in each of the four pools, in the order they are
+  // saved to host memory.
+  struct BlockBytes {
+    uint8_t* data[4];
+    size_t size[4];
+  };
+  BlockBytes block_bytes(int32_t layer, int32_t block) const;
 
   KVCacheShape shape_;
   BlockPool pool_;
-  AlignedBuffer<uint16_t> k_;  // (n_layer, n_blocks, n_head_kv, block_size, head_dim_k)
-  AlignedBuffer<uint16_t> v_;  // (n_layer, n_blocks, n_head_kv, block_size, head_dim_v)
+  AlignedBuffer<uint8_t> k_;         // (n_layer, n_blocks, n_head_kv, block_size, k row bytes)
+  AlignedBuffer<uint8_t> v_;         // (n_layer, n_blocks, n_head_kv, block_size, v row bytes)
+  AlignedBuffer<uint8_t> k_scales_;  // (n_layer, n_blocks, n_head_kv, k tile scale bytes)
+  AlignedBuffer<uint8_t> v_scales_;  // (n_layer, n_blocks, n_head_kv, v tile scale bytes)
 };
 
 }  // namespace tokamak

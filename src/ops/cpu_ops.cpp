@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -219,17 +220,26 @@ void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const in
   [[maybe_unused]] const int64_t n_slots = int64_t{kv.n_blocks} * kv.block_size;
   const int32_t dk = kv.head_dim_k;
   const int32_t dv = kv.head_dim_v;
+  // Rows are independent (each is encoded on its own, kv_codec.h): any split. F16 through
+  // the ISA's conversion, the others through the one encoder.
   for_rows(kr.n_rows, int64_t{kv.n_head_kv} * (dk + dv), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t slot = slots[static_cast<size_t>(r)];
       assert(slot >= 0 && slot < n_slots);
-      const int64_t block = slot / kv.block_size;
-      const int64_t offset = slot % kv.block_size;
-      uint16_t* k_dst = kv.k + block * kv.k_block_stride() + offset * dk;
-      uint16_t* v_dst = kv.v + block * kv.v_block_stride() + offset * dv;
+      const auto block = static_cast<int32_t>(slot / kv.block_size);
+      const auto row = static_cast<int32_t>(slot % kv.block_size);
       for (int32_t h = 0; h < kv.n_head_kv; ++h) {
-        kt_.to_f16(kr.row<const float>(r) + h * dk, k_dst + h * kv.k_head_stride(), dk);
-        kt_.to_f16(vr.row<const float>(r) + h * dv, v_dst + h * kv.v_head_stride(), dv);
+        const float* k_src = kr.row<const float>(r) + h * dk;
+        const float* v_src = vr.row<const float>(r) + h * dv;
+        if (kv.dtype == KVDType::F16) {
+          kt_.to_f16(k_src, reinterpret_cast<uint16_t*>(kv.k_tile(block, h)) + row * dk, dk);
+          kt_.to_f16(v_src, reinterpret_cast<uint16_t*>(kv.v_tile(block, h)) + row * dv, dv);
+        } else {
+          cpu::kv_write_row(kv.dtype, k_src, dk, kv.k_tile(block, h), kv.k_tile_scales(block, h),
+                            row);
+          cpu::kv_write_row(kv.dtype, v_src, dv, kv.v_tile(block, h), kv.v_tile_scales(block, h),
+                            row);
+        }
       }
     }
   });
@@ -290,10 +300,15 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
       a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
       a.out_stride = p.head_dim_v;
       a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
+      a.dtype = kv.dtype;
       a.k = kv.k_tile(0, hk);
       a.v = kv.v_tile(0, hk);
       a.k_block_stride = static_cast<int64_t>(kv.k_block_stride());
       a.v_block_stride = static_cast<int64_t>(kv.v_block_stride());
+      a.k_scales = kv.k_tile_scales(0, hk);
+      a.v_scales = kv.v_tile_scales(0, hk);
+      a.k_scale_block_stride = static_cast<int64_t>(kv.k_scale_block_stride());
+      a.v_scale_block_stride = static_cast<int64_t>(kv.v_scale_block_stride());
       a.block_size = kv.block_size;
       a.block_table = s.block_table;
       a.n_kv = int64_t{s.context_len} - s.n_query + i + 1;

@@ -38,8 +38,8 @@ void write_tokens(PagedKVCache& kv, const Sequence& s, int32_t n) {
     const PagedKVView view = kv.layer(l);
     for (int32_t t = 0; t < n; ++t) {
       const int32_t b = s.block_table[size_t(t / bs)];
-      auto* k = const_cast<uint16_t*>(view.k_tile(b, 0)) + (t % bs) * 4;
-      auto* v = const_cast<uint16_t*>(view.v_tile(b, 0)) + (t % bs) * 4;
+      auto* k = reinterpret_cast<uint16_t*>(view.k_tile(b, 0)) + (t % bs) * 4;
+      auto* v = reinterpret_cast<uint16_t*>(view.v_tile(b, 0)) + (t % bs) * 4;
       for (int d = 0; d < 4; ++d) {
         k[d] = uint16_t(l * 1000 + t * 10 + d);
         v[d] = uint16_t(20000 + l * 1000 + t * 10 + d);
@@ -54,8 +54,8 @@ void expect_tokens(const PagedKVCache& kv, const Sequence& s, int32_t n) {
     const PagedKVView view = kv.layer(l);
     for (int32_t t = 0; t < n; ++t) {
       const int32_t b = s.block_table[size_t(t / bs)];
-      const uint16_t* k = view.k_tile(b, 0) + (t % bs) * 4;
-      const uint16_t* v = view.v_tile(b, 0) + (t % bs) * 4;
+      const auto* k = reinterpret_cast<const uint16_t*>(view.k_tile(b, 0)) + (t % bs) * 4;
+      const auto* v = reinterpret_cast<const uint16_t*>(view.v_tile(b, 0)) + (t % bs) * 4;
       for (int d = 0; d < 4; ++d) {
         ASSERT_EQ(k[d], uint16_t(l * 1000 + t * 10 + d)) << "layer " << l << " token " << t;
         ASSERT_EQ(v[d], uint16_t(20000 + l * 1000 + t * 10 + d)) << "layer " << l << " token " << t;

@@ -4,7 +4,8 @@
 // or swap) forced by a tiny KV pool, and for every one of its n samples, and whether its
 // prefix came from the prefix cache or was computed (the solo oracle runs with the cache
 // off). On a synthetic model over many engine configurations, and on the default model for
-// a few.
+// a few. Every KV dtype too, against a solo run in the same dtype: a token's stored K/V
+// depends on its own values only (core/kv_dtype.h), so nothing else may matter.
 
 #include <gtest/gtest.h>
 
@@ -36,6 +37,7 @@ struct Config {
   int32_t swap_blocks = 0;  // > 0: swap space for only this many blocks
   bool prefix_cache = true;
   SchedulePolicy policy = SchedulePolicy::Fcfs;
+  KVDType kv_dtype = KVDType::F16;  // the solo oracle uses the same dtype
 };
 
 // The workload's longest sequence has 136 tokens: a pool of 2 x 136 holds about two. With
@@ -44,6 +46,7 @@ constexpr int32_t kTiny = 272;
 constexpr int32_t kTinier = 150;
 constexpr auto kRecompute = PreemptionMode::Recompute;
 constexpr auto kSwap = PreemptionMode::Swap;
+constexpr auto kFcfs = SchedulePolicy::Fcfs;
 
 const Config kConfigs[] = {
     {"Chunk7_Block16", 16, 7, true, 0, kRecompute},
@@ -66,6 +69,23 @@ const Config kConfigs[] = {
     {"Lpm_Chunk16_Block16", 16, 16, true, 0, kRecompute, 64, 0, true, SchedulePolicy::Lpm},
     {"Lpm_TinyPoolRecompute_Chunk7_Block1", 1, 7, true, kTinier, kRecompute, 64, 0, true,
      SchedulePolicy::Lpm},
+    {"Bf16_Chunk7_Block1", 1, 7, true, 0, kRecompute, 64, 0, true, kFcfs, KVDType::BF16},
+    {"Int8_Chunk7_Block16", 16, 7, true, 0, kRecompute, 64, 0, true, kFcfs, KVDType::Int8},
+    {"Int8_NoChunk128_Block1", 1, 128, false, 0, kRecompute, 64, 0, true, kFcfs, KVDType::Int8},
+    {"Int8_TinyPoolRecompute_Chunk16_Block16", 16, 16, true, kTiny, kRecompute, 64, 0, true, kFcfs,
+     KVDType::Int8},
+    {"Int8_TinyPoolSwap_Chunk64_Block32", 32, 64, true, kTiny, kSwap, 64, 0, true, kFcfs,
+     KVDType::Int8},
+    {"Fp8_Chunk7_Block4", 4, 7, true, 0, kRecompute, 64, 0, true, kFcfs, KVDType::Fp8},
+    {"Fp8_TinyPoolRecompute_Chunk16_Block16", 16, 16, true, kTiny, kRecompute, 64, 0, true, kFcfs,
+     KVDType::Fp8},
+    {"Fp8_Lpm_Chunk512_Block16", 16, 512, true, 0, kRecompute, 64, 0, true, SchedulePolicy::Lpm,
+     KVDType::Fp8},
+    {"Q4_Chunk7_Block16", 16, 7, true, 0, kRecompute, 64, 0, true, kFcfs, KVDType::Q4},
+    {"Q4_TinyPoolSwap_Chunk16_Block1", 1, 16, true, kTinier, kSwap, 64, 0, true, kFcfs,
+     KVDType::Q4},
+    {"Q4_NoPrefixCache_TinyPoolRecompute_Chunk64_Block16", 16, 64, true, kTiny, kRecompute, 64, 0,
+     false, kFcfs, KVDType::Q4},
 };
 
 using test::Arrivals;
@@ -84,8 +104,11 @@ EngineOptions options_for(const Config& c, const Model& model) {
   o.max_seqs = c.max_seqs;
   o.prefix_caching = c.prefix_cache;
   o.schedule_policy = c.policy;
+  o.kv_dtype = c.kv_dtype;
   if (c.swap_blocks > 0) {
-    o.swap_space_bytes = size_t(c.swap_blocks) * model.kv_shape(c.block_size).bytes_per_block();
+    KVCacheShape shape = model.kv_shape(c.block_size);
+    shape.dtype = c.kv_dtype;
+    o.swap_space_bytes = size_t(c.swap_blocks) * shape.bytes_per_block();
   }
   return o;
 }
@@ -119,11 +142,15 @@ class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, 
   static void SetUpTestSuite() {
     model_ = test::load_synthetic(test::small_spec());
     // Every request alone, in a roomy engine with the default block size and chunking, and
-    // no prefix cache.
-    EngineCore solo(*model_->model, *model_->tok, test::no_cache_options());
-    for (const Arrival& a : workload(Arrivals::Staggered, model_->tok->n_vocab())) {
-      solo_[a.id] = test::run_alone(solo, a.request, a.id);
-      test::expect_all_free(solo);
+    // no prefix cache, for each KV dtype.
+    for (KVDType dtype : {KVDType::F16, KVDType::BF16, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
+      EngineOptions o = test::no_cache_options();
+      o.kv_dtype = dtype;
+      EngineCore solo(*model_->model, *model_->tok, o);
+      for (const Arrival& a : workload(Arrivals::Staggered, model_->tok->n_vocab())) {
+        solo_[{dtype, a.id}] = test::run_alone(solo, a.request, a.id);
+        test::expect_all_free(solo);
+      }
     }
   }
   static void TearDownTestSuite() {
@@ -132,11 +159,11 @@ class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, 
   }
 
   static std::unique_ptr<test::TestModel> model_;
-  static std::map<uint64_t, test::SampleResult> solo_;
+  static std::map<std::pair<KVDType, uint64_t>, test::SampleResult> solo_;
 };
 
 std::unique_ptr<test::TestModel> EngineInvarianceTest::model_;
-std::map<uint64_t, test::SampleResult> EngineInvarianceTest::solo_;
+std::map<std::pair<KVDType, uint64_t>, test::SampleResult> EngineInvarianceTest::solo_;
 
 TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   const auto& [config, arrivals] = GetParam();
@@ -150,7 +177,7 @@ TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   int64_t sample_preemptions = 0;
   for (const Arrival& a : work) {
     prompt_tokens += int64_t(a.request.prompt.size());
-    const test::SampleResult& solo = solo_.at(a.id);
+    const test::SampleResult& solo = solo_.at({config.kv_dtype, a.id});
     ASSERT_TRUE(solo.finish.has_value());
     for (int32_t i = 0; i < a.request.n; ++i) {
       const test::SampleResult& s = r.log.at(a.id, i);

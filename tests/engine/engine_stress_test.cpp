@@ -24,7 +24,7 @@ namespace {
 SyntheticModelSpec tiny_spec() {
   SyntheticModelSpec s;
   s.n_vocab = 300;
-  s.n_embd = 32;
+  s.n_embd = 64;  // heads of 32: the narrowest every KV dtype stores
   s.n_layer = 2;
   s.n_head = 2;
   s.n_head_kv = 1;
@@ -66,7 +66,7 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   const int32_t seqs[] = {2, 4, 8, 64};
   o.max_seqs = seqs[uniform(0, 3)];
   o.preemption = chance(0.5) ? PreemptionMode::Swap : PreemptionMode::Recompute;
-  if (chance(0.3)) o.swap_space_bytes = 3 * m.model->kv_shape(o.block_size).bytes_per_block();
+  const bool limited_swap = chance(0.3);
   // Room for one longest sequence (64 tokens) to about two and a half.
   o.kv_budget = KVBudget::tokens(uniform(64, 160));
   o.prefix_caching = !chance(0.2);
@@ -74,12 +74,20 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
     o.schedule_policy = SchedulePolicy::Lpm;
     o.lpm_max_bypass = int32_t(uniform(0, 4));
   }
+  const KVDType dtypes[] = {KVDType::F16, KVDType::Int8, KVDType::Fp8, KVDType::Q4};
+  o.kv_dtype = chance(0.5) ? KVDType::F16 : dtypes[uniform(1, 3)];
+  if (limited_swap) {
+    KVCacheShape shape = m.model->kv_shape(o.block_size);
+    shape.dtype = o.kv_dtype;
+    o.swap_space_bytes = 3 * shape.bytes_per_block();
+  }
   SCOPED_TRACE(::testing::Message()
                << "seed " << seed << ": block " << o.block_size << ", max_batched_tokens "
                << o.max_batched_tokens << ", chunked " << o.chunked_prefill << ", max_seqs "
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
                << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
-               << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy));
+               << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy) << ", kv "
+               << kv_dtype_name(o.kv_dtype));
 
   EngineCore core(*m.model, *m.tok, o);
   const int32_t max_len = std::min(core.max_model_len(), 64);
@@ -179,9 +187,11 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
       << log.unfinished().size() << " samples unfinished after " << step << " steps";
   test::expect_all_free(core);
 
-  // Every sample against its solo run, on a separate engine with a roomy pool and no
-  // prefix cache.
-  EngineCore solo_core(*m.model, *m.tok, test::no_cache_options());
+  // Every sample against its solo run, on a separate engine with a roomy pool, no prefix
+  // cache and the same KV dtype.
+  EngineOptions solo_options = test::no_cache_options();
+  solo_options.kv_dtype = o.kv_dtype;
+  EngineCore solo_core(*m.model, *m.tok, solo_options);
   for (const auto& [id, r] : requests) {
     for (int32_t i = 0; i < r.n; ++i) {
       SCOPED_TRACE(::testing::Message() << "request " << id << " sample " << i);

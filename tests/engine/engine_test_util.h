@@ -43,11 +43,12 @@ struct TestModel {
   std::unique_ptr<Tokenizer> tok;
 };
 
-// The tiny llama the engine tests run on: 2 layers, 64 wide, 512 tokens of vocabulary.
+// The tiny llama the engine tests run on: 2 layers, 128 wide, 512 tokens of vocabulary; heads
+// of 32, the narrowest that every KV dtype stores (q4 groups are 32 wide).
 inline SyntheticModelSpec small_spec() {
   SyntheticModelSpec s;
   s.n_vocab = 512;
-  s.n_embd = 64;
+  s.n_embd = 128;
   s.n_layer = 2;
   s.n_head = 4;
   s.n_head_kv = 2;

@@ -360,7 +360,7 @@ TEST(SchedulerTest, ForkedSamplesCopyASharedPartialBlockOnWrite) {
   EXPECT_EQ(f->blocks.blocks_needed(*p, 1), 1) << "a copy of the shared partial block";
 
   // Mark the partial block's K so the copy can be recognised.
-  uint16_t* k = const_cast<uint16_t*>(f->kv.layer(0).k_tile(partial, 0));
+  auto* k = reinterpret_cast<uint16_t*>(f->kv.layer(0).k_tile(partial, 0));
   for (int32_t i = 0; i < 4 * 4; ++i) k[i] = uint16_t(1000 + i);
 
   const StepPlan& p2 = f->step();
@@ -375,7 +375,7 @@ TEST(SchedulerTest, ForkedSamplesCopyASharedPartialBlockOnWrite) {
   EXPECT_EQ(f->kv.pool().ref_count(child->block_table[1]), 1);
   EXPECT_EQ(f->kv.pool().n_used(), 3);
   for (int32_t s : {p->block_table[1], child->block_table[1]}) {
-    const uint16_t* kk = f->kv.layer(0).k_tile(s, 0);
+    const auto* kk = reinterpret_cast<const uint16_t*>(f->kv.layer(0).k_tile(s, 0));
     for (int32_t i = 0; i < 2 * 4; ++i) EXPECT_EQ(kk[i], uint16_t(1000 + i)) << "block " << s;
   }
   f->sched.finish(child.get());

@@ -51,7 +51,13 @@ Pool make_pool(const std::vector<uint16_t>& k, const std::vector<uint16_t>& v, i
   Pool p;
   p.k = random_halves(size_t(n_blocks) * n_head_kv * block_size * dk, seed, -4.0f, 4.0f);
   p.v = random_halves(size_t(n_blocks) * n_head_kv * block_size * dv, seed + 1, -4.0f, 4.0f);
-  p.view = {p.k.data(), p.v.data(), n_blocks, block_size, n_head_kv, dk, dv};
+  p.view.k = reinterpret_cast<uint8_t*>(p.k.data());
+  p.view.v = reinterpret_cast<uint8_t*>(p.v.data());
+  p.view.n_blocks = n_blocks;
+  p.view.block_size = block_size;
+  p.view.n_head_kv = n_head_kv;
+  p.view.head_dim_k = dk;
+  p.view.head_dim_v = dv;
   std::vector<int32_t> ids(n_blocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed + 2));
@@ -59,8 +65,8 @@ Pool make_pool(const std::vector<uint16_t>& k, const std::vector<uint16_t>& v, i
   for (int64_t j = 0; j < n_kv; ++j) {
     const int32_t b = p.table[j / block_size];
     const int64_t row = j % block_size;
-    std::memcpy(p.k.data() + (p.view.k_tile(b, head) - p.k.data()) + row * dk, &k[j * dk], dk * 2);
-    std::memcpy(p.v.data() + (p.view.v_tile(b, head) - p.v.data()) + row * dv, &v[j * dv], dv * 2);
+    std::memcpy(p.view.k_tile(b, head) + row * dk * 2, &k[j * dk], dk * 2);
+    std::memcpy(p.view.v_tile(b, head) + row * dv * 2, &v[j * dv], dv * 2);
   }
   return p;
 }

@@ -34,8 +34,8 @@ void fill(PagedKVCache& cache, const std::vector<int32_t>& blocks) {
     PagedKVView view = cache.layer(l);
     for (int32_t b : blocks) {
       for (int32_t h = 0; h < s.n_head_kv; ++h) {
-        uint16_t* k = const_cast<uint16_t*>(view.k_tile(b, h));
-        uint16_t* v = const_cast<uint16_t*>(view.v_tile(b, h));
+        auto* k = reinterpret_cast<uint16_t*>(view.k_tile(b, h));
+        auto* v = reinterpret_cast<uint16_t*>(view.v_tile(b, h));
         for (int32_t t = 0; t < s.block_size; ++t) {
           for (int32_t d = 0; d < s.head_dim_k; ++d)
             k[t * s.head_dim_k + d] = tag(0, l, b, h, t, d);
@@ -48,10 +48,10 @@ void fill(PagedKVCache& cache, const std::vector<int32_t>& blocks) {
 }
 
 // Element (b, h, t, d) of a layer pool, by the layout's offsets alone.
-uint16_t at(const uint16_t* base, const KVCacheShape& s, int32_t head_dim, int32_t b, int32_t h,
+uint16_t at(const uint8_t* base, const KVCacheShape& s, int32_t head_dim, int32_t b, int32_t h,
             int32_t t, int32_t d) {
   size_t offset = ((size_t(b) * s.n_head_kv + h) * s.block_size + t) * head_dim + d;
-  return base[offset];
+  return reinterpret_cast<const uint16_t*>(base)[offset];
 }
 
 // Checks every element of one block: tag() of block `as` (0 when `as` is -1: never written).
@@ -90,6 +90,89 @@ TEST(KVCacheShape, BytesPerToken) {
   EXPECT_EQ(s.bytes_per_token(), 22u * 4 * (192 + 128) * 2);
 }
 
+TEST(KVCacheShape, BytesOfEachDtype) {
+  KVCacheShape s;
+  s.n_layer = 30;
+  s.n_head_kv = 3;
+  s.head_dim_k = s.head_dim_v = 64;
+  s.block_size = 16;
+  const size_t heads = 2 * 30 * 3;  // K and V
+  s.dtype = KVDType::BF16;
+  EXPECT_EQ(s.bytes_per_block(), heads * 16 * 64 * 2);
+  s.dtype = KVDType::F32;
+  EXPECT_EQ(s.bytes_per_block(), heads * 16 * 64 * 4);
+  for (KVDType d : {KVDType::Int8, KVDType::Fp8}) {
+    s.dtype = d;  // one f16 scale per row
+    EXPECT_EQ(s.element_bytes_per_token(), heads * 64);
+    EXPECT_EQ(s.scale_bytes_per_block(), heads * 16 * 2);
+    EXPECT_EQ(s.bytes_per_block(), heads * 16 * (64 + 2));
+    EXPECT_DOUBLE_EQ(s.bytes_per_token(), heads * 66.0);
+  }
+  s.dtype = KVDType::Q4;  // 16 bytes and one f16 scale per 32 elements
+  EXPECT_EQ(s.element_bytes_per_token(), heads * 32);
+  EXPECT_EQ(s.scale_bytes_per_block(), heads * 16 * 2 * 2);
+  EXPECT_DOUBLE_EQ(s.bytes_per_token(), heads * (32 + 4.0));
+  s.head_dim_k = s.head_dim_v = 80;  // not whole q4 groups
+  EXPECT_THROW(s.bytes_per_block(), Error);
+  EXPECT_THROW(PagedKVCache(s, 4), Error);
+}
+
+// Every byte of the four pools (elements and scales) of a quantized cache travels with its
+// block through copy_block and save/load.
+TEST(PagedKVCache, QuantizedBlocksCarryTheirScales) {
+  KVCacheShape s;
+  s.n_layer = 2;
+  s.n_head_kv = 2;
+  s.head_dim_k = 32;
+  s.head_dim_v = 64;
+  s.block_size = 4;
+  for (KVDType dtype : {KVDType::Int8, KVDType::Q4}) {
+    s.dtype = dtype;
+    PagedKVCache cache(s, 5);
+    // Tags bytes of block b with (b + 1) * 7 + layer + pool; returns the block's bytes.
+    const auto bytes_of = [&](int32_t b) {
+      std::vector<uint8_t> out;
+      for (int32_t l = 0; l < s.n_layer; ++l) {
+        const PagedKVView v = cache.layer(l);
+        out.insert(out.end(), v.k_tile(b, 0), v.k_tile(b, 0) + v.k_block_stride());
+        out.insert(out.end(), v.v_tile(b, 0), v.v_tile(b, 0) + v.v_block_stride());
+        out.insert(out.end(), v.k_tile_scales(b, 0),
+                   v.k_tile_scales(b, 0) + v.k_scale_block_stride());
+        out.insert(out.end(), v.v_tile_scales(b, 0),
+                   v.v_tile_scales(b, 0) + v.v_scale_block_stride());
+      }
+      return out;
+    };
+    for (int32_t b = 0; b < 5; ++b) {
+      for (int32_t l = 0; l < s.n_layer; ++l) {
+        const PagedKVView v = cache.layer(l);
+        const auto tag = [&](uint8_t* p, size_t n, int pool) {
+          for (size_t i = 0; i < n; ++i)
+            p[i] = static_cast<uint8_t>((b + 1) * 7 + l * 3 + pool + i);
+        };
+        tag(v.k_tile(b, 0), v.k_block_stride(), 0);
+        tag(v.v_tile(b, 0), v.v_block_stride(), 1);
+        tag(v.k_tile_scales(b, 0), v.k_scale_block_stride(), 2);
+        tag(v.v_tile_scales(b, 0), v.v_scale_block_stride(), 3);
+      }
+    }
+    const auto b1 = bytes_of(1);
+    const auto b2 = bytes_of(2);
+    ASSERT_EQ(b1.size(), s.bytes_per_block());
+    cache.copy_block(1, 3);
+    EXPECT_EQ(bytes_of(3), b1);
+    std::vector<uint8_t> host;
+    const std::vector<int32_t> saved = {2, 1};
+    cache.save_blocks(saved, host);
+    ASSERT_EQ(host.size(), 2 * s.bytes_per_block());
+    const std::vector<int32_t> restored = {4, 0};
+    cache.load_blocks(restored, host);
+    EXPECT_EQ(bytes_of(4), b2) << kv_dtype_name(dtype);
+    EXPECT_EQ(bytes_of(0), b1) << kv_dtype_name(dtype);
+    EXPECT_EQ(cache.total_bytes(), 5 * s.bytes_per_block());
+  }
+}
+
 TEST(KVCacheShape, BadShapesThrow) {
   EXPECT_THROW(KVCacheShape{}.bytes_per_token(), Error);
   KVCacheShape s = small_shape();
@@ -107,7 +190,7 @@ TEST(PagedKVCache, SizesAndViews) {
   EXPECT_EQ(cache.block_size(), 5);
   EXPECT_EQ(cache.pool().n_blocks(), 7);
   EXPECT_EQ(cache.pool().n_free(), 7);
-  EXPECT_EQ(cache.bytes_per_token(), 3u * 2 * (4 + 6) * 2);
+  EXPECT_EQ(cache.bytes_per_token(), 3.0 * 2 * (4 + 6) * 2);
   EXPECT_EQ(cache.total_bytes(), cache.bytes_per_token() * 5 * 7);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cache.layer(0).k) % 64, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cache.layer(0).v) % 64, 0u);

@@ -8,7 +8,7 @@
 #include <cassert>
 #include <cmath>
 
-#include "core/fp16.h"
+#include "kernels/cpu/kv_codec.h"
 
 namespace tokamak::cpu {
 
@@ -19,6 +19,9 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
   assert(a.head_dim_k >= 1 && a.head_dim_k <= kMaxHeadDim);
   assert(a.head_dim_v >= 1 && a.head_dim_v <= kMaxHeadDim);
   assert(a.q_stride >= a.head_dim_k && a.out_stride >= a.head_dim_v);
+  assert(kv_dtype_supports(a.dtype, a.head_dim_k) && kv_dtype_supports(a.dtype, a.head_dim_v));
+  assert((a.k_scales != nullptr && a.v_scales != nullptr) ||
+         kv_tile_scale_bytes(a.dtype, a.block_size, a.head_dim_k) == 0);
   kt.paged_attention(a);
 }
 
@@ -35,19 +38,22 @@ void paged_attention(const PagedAttentionArgs& a) {
     float l = 0.0f;
     for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
       const int32_t n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
-      const uint16_t* krow[kPagedTile];
-      const uint16_t* vrow[kPagedTile];
+      // The tile's K and V rows decoded to F32 (kPagedTile * 2 * kMaxHeadDim floats).
+      float krow[kPagedTile][kMaxHeadDim];
+      float vrow[kPagedTile][kMaxHeadDim];
       for (int32_t j = 0; j < n; ++j) {
         const int64_t block = a.block_table[(t0 + j) / a.block_size];
-        const int64_t row = (t0 + j) % a.block_size;
-        krow[j] = a.k + block * a.k_block_stride + row * dk;
-        vrow[j] = a.v + block * a.v_block_stride + row * dv;
+        const auto row = static_cast<int32_t>((t0 + j) % a.block_size);
+        kv_decode_row(a.dtype, a.k + block * a.k_block_stride,
+                      a.k_scales + block * a.k_scale_block_stride, dk, row, krow[j]);
+        kv_decode_row(a.dtype, a.v + block * a.v_block_stride,
+                      a.v_scales + block * a.v_scale_block_stride, dv, row, vrow[j]);
       }
       float s[kPagedTile];
       float tile_max = -INFINITY;
       for (int32_t j = 0; j < n; ++j) {
         float dot = 0.0f;
-        for (int32_t i = 0; i < dk; ++i) dot += q[i] * fp16_to_f32(krow[j][i]);
+        for (int32_t i = 0; i < dk; ++i) dot += q[i] * krow[j][i];
         s[j] = dot * a.scale;
         tile_max = std::max(tile_max, s[j]);
       }
@@ -62,7 +68,7 @@ void paged_attention(const PagedAttentionArgs& a) {
       m = m_new;
       for (int32_t d = 0; d < dv; ++d) acc[d] *= alpha;
       for (int32_t j = 0; j < n; ++j) {
-        for (int32_t d = 0; d < dv; ++d) acc[d] += s[j] * fp16_to_f32(vrow[j][d]);
+        for (int32_t d = 0; d < dv; ++d) acc[d] += s[j] * vrow[j][d];
       }
     }
     const float inv = 1.0f / l;

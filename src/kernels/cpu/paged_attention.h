@@ -8,7 +8,7 @@
 //   m = -inf, l = 0, acc = 0                           per head, F32
 //   for each tile [t0, t1) of kPagedTile tokens of [0, n_kv), in token order:
 //     s_j   = (q · k_j) * scale                        q F32 as given (not rounded to F16),
-//                                                      k_j F16 widened to F32
+//                                                      k_j decoded to F32 (kv_codec.h)
 //     m'    = max(m, max_j s_j)
 //     alpha = exp(m - m')                              0 for the first tile (exp(-inf))
 //     l     = l * alpha + Σ_j exp(s_j - m')
@@ -20,11 +20,16 @@
 // from the token order, not from the blocks: the arithmetic depends only on n_kv and the data,
 // never on the block size, on which blocks hold the tokens, on the other heads of the group, or
 // on how the caller batches and threads its calls. That is what batch invariance rests on.
-// The SIMD forms sum in other orders and use a polynomial exp, so they differ from the scalar
-// twin by float rounding, but each is just as fixed.
+// The SIMD forms sum in other orders, apply int8 / fp8 row scales to whole dot products
+// rather than to elements, and use a polynomial exp, so they differ from the scalar twin by
+// float rounding, but each is just as fixed.
+//
+// K and V are read in any KV dtype (core/kv_dtype.h) and decoded in registers; a quantized
+// cache costs no extra pass and no scratch.
 
 #include <cstdint>
 
+#include "core/kv_dtype.h"
 #include "kernels/cpu/attention.h"  // kMaxHeadDim
 #include "kernels/cpu/kernel_table.h"
 
@@ -42,11 +47,17 @@ struct PagedAttentionArgs {
   int32_t n_group = 0;  // in [1, kMaxGroup]
 
   // The KV head's tile in block 0 of the pools: block b's (block_size, head_dim_k) keys start
-  // at k + b * k_block_stride (elements), its values at v + b * v_block_stride.
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
+  // at k + b * k_block_stride (bytes), its values at v + b * v_block_stride; their scales
+  // (dtypes with scales only) at k_scales + b * k_scale_block_stride, and so on.
+  KVDType dtype = KVDType::F16;
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
   int64_t k_block_stride = 0;
   int64_t v_block_stride = 0;
+  const uint8_t* k_scales = nullptr;
+  const uint8_t* v_scales = nullptr;
+  int64_t k_scale_block_stride = 0;
+  int64_t v_scale_block_stride = 0;
   int32_t block_size = 0;
   const int32_t* block_table = nullptr;  // ceil(n_kv / block_size) block ids
 

@@ -11,9 +11,15 @@
 //
 // Heads go in register sub-groups of at most kSub; a head's arithmetic is the same in any
 // sub-group, so its result depends on nothing but its own query and the KV.
+//
+// Everything is templated on the KV dtype: Row<D>::load decodes 8 elements of a row in
+// registers. int8 and fp8 rows are decoded without their row scale, which multiplies the
+// whole dot product (K) or the softmax weight (V) instead: one multiply per token, not per
+// element. q4 applies its group scales in the load.
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -23,11 +29,82 @@ namespace {
 
 constexpr int kSub = 4;  // heads per register sub-group
 
+// Whether a dtype's rows carry one scale for the whole row.
+constexpr bool token_scaled(KVDType d) {
+  return d == KVDType::Int8 || d == KVDType::Fp8;
+}
+
+// Elements [d, d + 8) of a row as F32. For q4, group_scales are the row's f16 scales.
+template <KVDType D>
+struct Row;
+
+template <>
+struct Row<KVDType::F16> {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+    return load_f16(reinterpret_cast<const uint16_t*>(row) + d);
+  }
+};
+
+template <>
+struct Row<KVDType::BF16> {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+    return load_bf16(reinterpret_cast<const uint16_t*>(row) + d);
+  }
+};
+
+template <>
+struct Row<KVDType::F32> {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  }
+};
+
+template <>
+struct Row<KVDType::Int8> {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+  }
+};
+
+// E4M3 to F16 bits: sign to bit 15, exponent and mantissa shifted up 7, which reads as the
+// same number divided by 2^8 (the exponent biases are 7 and 15), subnormals included. The
+// 2^8 goes into the token scale (kFp8Unbias).
+constexpr float kFp8Unbias = 256.0f;
+
+template <>
+struct Row<KVDType::Fp8> {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d)));
+    const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+    const __m128i rest = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7);
+    return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
+  }
+};
+
+template <>
+struct Row<KVDType::Q4> {
+  static __m256 load(const uint8_t* row, const uint16_t* group_scales, int32_t d) {
+    int32_t packed;
+    __builtin_memcpy(&packed, row + d / 2, 4);
+    const __m128i b = _mm_cvtsi32_si128(packed);
+    const __m256i pairs = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));  // b0 b0 b1 b1 ...
+    const __m256i nib = _mm256_and_si256(
+        _mm256_srlv_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), _mm256_set1_epi32(15));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8)));
+    return _mm256_mul_ps(q, _mm256_set1_ps(half(group_scales[d / kKVQ4Group])));
+  }
+};
+
 // The K and V rows of one tile's tokens; rows [n, n8) repeat the last one (their scores are
 // computed, then masked), so the score loop needs no tail.
 struct Tile {
-  const uint16_t* k[kPagedTile];
-  const uint16_t* v[kPagedTile];
+  const uint8_t* k[kPagedTile];
+  const uint8_t* v[kPagedTile];
+  const uint16_t* k_groups[kPagedTile];  // q4: the row's group scales
+  const uint16_t* v_groups[kPagedTile];
+  alignas(32) float k_scale[kPagedTile];  // int8 / fp8: the row's scale
+  alignas(32) float v_scale[kPagedTile];
   int32_t n = 0;   // tokens
   int32_t n8 = 0;  // n rounded up to a multiple of 8
 };
@@ -53,7 +130,7 @@ inline float hmax(__m256 v) {
 // Scores of G heads (queries q + g * q_stride) for the tile's tokens: s[g][j] for j < n, -inf
 // for n <= j < n8. TJ tokens a step keep G * TJ accumulators in flight (8, 8, 12, 8 registers: the
 // fastest choices in a timing on Zen 3, with the query rows read from L1).
-template <int G>
+template <KVDType D, int G>
 void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, float scale,
                  float (*s)[kPagedTile]) {
   constexpr int TJ = G == 1 ? 8 : G == 4 ? 2 : 4;
@@ -66,7 +143,7 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
       }
       for (int32_t d = 0; d < dk; d += 8) {
         for (int u = 0; u < TJ; ++u) {
-          const __m256 kv = load_f16(t.k[j8 + jj + u] + d);
+          const __m256 kv = Row<D>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], d);
           for (int g = 0; g < G; ++g) {
             acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
           }
@@ -78,7 +155,8 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
     }
     const __m256 valid = _mm256_castsi256_ps(
         _mm256_cmpgt_epi32(_mm256_set1_epi32(t.n - j8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vscale = _mm256_set1_ps(scale);
+    if constexpr (token_scaled(D)) vscale = _mm256_mul_ps(vscale, _mm256_load_ps(t.k_scale + j8));
     const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
     for (int g = 0; g < G; ++g) {
       const __m256 r = _mm256_mul_ps(hsum_8x8(part[g]), vscale);
@@ -108,7 +186,7 @@ inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
 
 // acc[g][d0, d0 + 8C) = acc * alpha[g] + Σ_j p[g][j] v_j[d0, d0 + 8C), for G heads whose
 // accumulator rows are acc_stride floats apart.
-template <int G, int C>
+template <KVDType D, int G, int C>
 void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                  int32_t acc_stride, int32_t d0) {
   __m256 a[G][C];
@@ -120,9 +198,11 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
   }
   for (int32_t j = 0; j < t.n; ++j) {
     __m256 pj[G];
-    for (int g = 0; g < G; ++g) pj[g] = _mm256_set1_ps(p[g][j]);
+    for (int g = 0; g < G; ++g) {
+      pj[g] = _mm256_set1_ps(token_scaled(D) ? p[g][j] * t.v_scale[j] : p[g][j]);
+    }
     for (int c = 0; c < C; ++c) {
-      const __m256 vv = load_f16(t.v[j] + d0 + 8 * c);
+      const __m256 vv = Row<D>::load(t.v[j], t.v_groups[j], d0 + 8 * c);
       for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
     }
   }
@@ -132,32 +212,67 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
 }
 
 // C column chunks per pass: G * C accumulators (8, 8, 12, 8 registers), chosen as above.
-template <int G>
+template <KVDType D, int G>
 void tile_values_all(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                      int32_t dv) {
   constexpr int C = G == 1 ? 8 : G == 4 ? 2 : 4;
   int32_t d0 = 0;
-  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<G, C>(t, p, alpha, acc, dv, d0);
-  for (; d0 < dv; d0 += 8) tile_values<G, 1>(t, p, alpha, acc, dv, d0);
+  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<D, G, C>(t, p, alpha, acc, dv, d0);
+  for (; d0 < dv; d0 += 8) tile_values<D, G, 1>(t, p, alpha, acc, dv, d0);
 }
 
-template <int G>
+template <KVDType D, int G>
 void tile_step(const Tile& t, const PagedAttentionArgs& a, int32_t g0, float (*s)[kPagedTile],
                float* m, float* l, float* acc) {
-  tile_scores<G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
+  tile_scores<D, G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
   float alpha[G];
   for (int g = 0; g < G; ++g) alpha[g] = softmax_step(s[g0 + g], t.n8, m[g0 + g], l[g0 + g]);
-  tile_values_all<G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
+  tile_values_all<D, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
 }
 
-}  // namespace
-
-void paged_attention(const PagedAttentionArgs& a) {
-  if (a.head_dim_k % 8 != 0 || a.head_dim_v % 8 != 0) {
-    scalar::paged_attention(a);
-    return;
+// The tile's row pointers and scales, from token t0 on (block index `block`, row `offset`
+// in it); advances block and offset past the tile.
+template <KVDType D>
+void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_t& offset,
+                 Tile& t) {
+  const int64_t k_row = static_cast<int64_t>(kv_row_bytes(D, a.head_dim_k));
+  const int64_t v_row = static_cast<int64_t>(kv_row_bytes(D, a.head_dim_v));
+  t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
+  t.n8 = (t.n + 7) / 8 * 8;
+  for (int32_t j = 0; j < t.n; ++j) {
+    const int64_t b = a.block_table[block];
+    t.k[j] = a.k + b * a.k_block_stride + offset * k_row;
+    t.v[j] = a.v + b * a.v_block_stride + offset * v_row;
+    if constexpr (token_scaled(D)) {
+      const float unbias = D == KVDType::Fp8 ? kFp8Unbias : 1.0f;
+      const auto* ks = reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride);
+      const auto* vs = reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride);
+      t.k_scale[j] = half(ks[offset]) * unbias;
+      t.v_scale[j] = half(vs[offset]) * unbias;
+    }
+    if constexpr (D == KVDType::Q4) {
+      t.k_groups[j] = reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride) +
+                      offset * (a.head_dim_k / kKVQ4Group);
+      t.v_groups[j] = reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride) +
+                      offset * (a.head_dim_v / kKVQ4Group);
+    }
+    if (++offset == a.block_size) {
+      offset = 0;
+      ++block;
+    }
   }
-  const int32_t dk = a.head_dim_k;
+  for (int32_t j = t.n; j < t.n8; ++j) {
+    t.k[j] = t.k[t.n - 1];
+    t.v[j] = t.v[t.n - 1];
+    t.k_groups[j] = t.k_groups[t.n - 1];
+    t.v_groups[j] = t.v_groups[t.n - 1];
+    t.k_scale[j] = t.k_scale[t.n - 1];
+    t.v_scale[j] = t.v_scale[t.n - 1];
+  }
+}
+
+template <KVDType D>
+void paged_attention_as(const PagedAttentionArgs& a) {
   const int32_t dv = a.head_dim_v;
   // Per head: running max, running sum, accumulator row (n_group rows of dv floats).
   float m[kMaxGroup];
@@ -169,37 +284,27 @@ void paged_attention(const PagedAttentionArgs& a) {
   std::fill(acc, acc + a.n_group * dv, 0.0f);
 
   Tile t;
+  std::fill(std::begin(t.k_groups), std::end(t.k_groups), nullptr);
+  std::fill(std::begin(t.v_groups), std::end(t.v_groups), nullptr);
+  std::fill(std::begin(t.k_scale), std::end(t.k_scale), 1.0f);
+  std::fill(std::begin(t.v_scale), std::end(t.v_scale), 1.0f);
   int64_t block = 0;   // index into the block table of token t0
   int32_t offset = 0;  // row of token t0 in its block
   for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
-    t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
-    t.n8 = (t.n + 7) / 8 * 8;
-    for (int32_t j = 0; j < t.n; ++j) {
-      const int64_t b = a.block_table[block];
-      t.k[j] = a.k + b * a.k_block_stride + int64_t{offset} * dk;
-      t.v[j] = a.v + b * a.v_block_stride + int64_t{offset} * dv;
-      if (++offset == a.block_size) {
-        offset = 0;
-        ++block;
-      }
-    }
-    for (int32_t j = t.n; j < t.n8; ++j) {
-      t.k[j] = t.k[t.n - 1];
-      t.v[j] = t.v[t.n - 1];
-    }
+    gather_tile<D>(a, t0, block, offset, t);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:
-          tile_step<1>(t, a, g0, s, m, l, acc);
+          tile_step<D, 1>(t, a, g0, s, m, l, acc);
           break;
         case 2:
-          tile_step<2>(t, a, g0, s, m, l, acc);
+          tile_step<D, 2>(t, a, g0, s, m, l, acc);
           break;
         case 3:
-          tile_step<3>(t, a, g0, s, m, l, acc);
+          tile_step<D, 3>(t, a, g0, s, m, l, acc);
           break;
         default:
-          tile_step<4>(t, a, g0, s, m, l, acc);
+          tile_step<D, 4>(t, a, g0, s, m, l, acc);
           break;
       }
     }
@@ -210,6 +315,29 @@ void paged_attention(const PagedAttentionArgs& a) {
     for (int32_t d = 0; d < dv; d += 8) {
       _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + g * dv + d), inv));
     }
+  }
+}
+
+}  // namespace
+
+void paged_attention(const PagedAttentionArgs& a) {
+  if (a.head_dim_k % 8 != 0 || a.head_dim_v % 8 != 0) {
+    scalar::paged_attention(a);
+    return;
+  }
+  switch (a.dtype) {
+    case KVDType::F16:
+      return paged_attention_as<KVDType::F16>(a);
+    case KVDType::BF16:
+      return paged_attention_as<KVDType::BF16>(a);
+    case KVDType::F32:
+      return paged_attention_as<KVDType::F32>(a);
+    case KVDType::Int8:
+      return paged_attention_as<KVDType::Int8>(a);
+    case KVDType::Fp8:
+      return paged_attention_as<KVDType::Fp8>(a);
+    case KVDType::Q4:
+      return paged_attention_as<KVDType::Q4>(a);
   }
 }
 

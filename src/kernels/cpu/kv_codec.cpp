@@ -1,0 +1,185 @@
+#include "kernels/cpu/kv_codec.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+
+namespace tokamak::cpu {
+namespace {
+
+constexpr float kInt8Max = 127.0f;
+
+float max_abs(const float* x, int32_t n) {
+  float m = 0.0f;
+  for (int32_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+  return m;
+}
+
+int8_t to_int8(float v) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(v), -kInt8Max, kInt8Max));
+}
+
+// The row's f16 scale d, stored; returns d as the decoder will see it (rounded to f16), so
+// the elements are encoded against the scale that decodes them.
+float store_scale(float d, uint16_t* out) {
+  const uint16_t h = f32_to_fp16(d);
+  std::memcpy(out, &h, sizeof h);
+  return fp16_to_f32(h);
+}
+
+float load_scale(const uint16_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return fp16_to_f32(h);
+}
+
+// int8 / fp8: d = max |x| / range, q = x / d.
+void write_scaled_row(KVDType dtype, const float* x, int32_t n, uint8_t* q, uint16_t* scale) {
+  const float range = dtype == KVDType::Int8 ? kInt8Max : kFp8Max;
+  const float d = store_scale(max_abs(x, n) / range, scale);
+  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    q[i] = dtype == KVDType::Int8 ? static_cast<uint8_t>(to_int8(v)) : f32_to_fp8_e4m3(v);
+  }
+}
+
+// q4: per group of 32, d = (the element of largest magnitude) / -8, q = round(x / d) + 8 in
+// [0, 15], so the extreme element lands exactly on -8 * d and the other side keeps 7 steps.
+void write_q4_row(const float* x, int32_t n, uint8_t* tile, uint8_t* scales, int32_t row) {
+  const int32_t groups = n / kKVQ4Group;
+  uint8_t* q = tile + static_cast<size_t>(row) * (n / 2);
+  auto* d_out = reinterpret_cast<uint16_t*>(scales) + static_cast<size_t>(row) * groups;
+  for (int32_t g = 0; g < groups; ++g) {
+    const float* xg = x + g * kKVQ4Group;
+    float extreme = 0.0f;
+    for (int32_t i = 0; i < kKVQ4Group; ++i) {
+      if (std::fabs(xg[i]) > std::fabs(extreme)) extreme = xg[i];
+    }
+    const float d = store_scale(extreme / -8.0f, d_out + g);
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int32_t i = 0; i < kKVQ4Group; i += 2) {
+      const auto lo =
+          static_cast<uint8_t>(std::clamp(std::nearbyint(xg[i] * inv) + 8.0f, 0.0f, 15.0f));
+      const auto hi =
+          static_cast<uint8_t>(std::clamp(std::nearbyint(xg[i + 1] * inv) + 8.0f, 0.0f, 15.0f));
+      q[(g * kKVQ4Group + i) / 2] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+}  // namespace
+
+float fp8_e4m3_to_f32(uint8_t bits) {
+  const int exp = (bits >> 3) & 0xf;
+  const int mant = bits & 0x7;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -9);
+  } else if (exp == 0xf && mant == 0x7) {
+    v = NAN;
+  } else {
+    v = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
+  }
+  return (bits & 0x80) ? -v : v;
+}
+
+uint8_t f32_to_fp8_e4m3(float x) {
+  if (std::isnan(x)) return 0;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const float a = std::min(std::fabs(x), kFp8Max);
+  if (a < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9 (8 of them reach 2^-6 exactly)
+    const auto m = static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+    return static_cast<uint8_t>(sign | m);  // m == 8 is exponent 1, mantissa 0: right
+  }
+  int e = 0;
+  const float frac = std::frexp(a, &e);  // a = frac * 2^e, frac in [0.5, 1)
+  int exp = e - 1 + 7;                   // a = 1.m * 2^(e - 1)
+  auto mant = static_cast<int>(std::nearbyint((frac * 2.0f - 1.0f) * 8.0f));
+  if (mant == 8) {
+    mant = 0;
+    ++exp;
+  }
+  if (exp > 15 || (exp == 15 && mant == 7)) return static_cast<uint8_t>(sign | 0x7e);  // 448
+  return static_cast<uint8_t>(sign | (exp << 3) | mant);
+}
+
+void kv_write_row(KVDType dtype, const float* x, int32_t head_dim, uint8_t* tile,
+                  uint8_t* tile_scales, int32_t row) {
+  assert(kv_dtype_supports(dtype, head_dim) && row >= 0);
+  const size_t row_bytes = kv_row_bytes(dtype, head_dim);
+  uint8_t* dst = tile + static_cast<size_t>(row) * row_bytes;
+  switch (dtype) {
+    case KVDType::F16:
+      for (int32_t i = 0; i < head_dim; ++i) {
+        const uint16_t h = f32_to_fp16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case KVDType::BF16:
+      for (int32_t i = 0; i < head_dim; ++i) {
+        const uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case KVDType::F32:
+      std::memcpy(dst, x, row_bytes);
+      break;
+    case KVDType::Int8:
+    case KVDType::Fp8:
+      write_scaled_row(dtype, x, head_dim, dst, reinterpret_cast<uint16_t*>(tile_scales) + row);
+      break;
+    case KVDType::Q4:
+      write_q4_row(x, head_dim, tile, tile_scales, row);
+      break;
+  }
+}
+
+void kv_decode_row(KVDType dtype, const uint8_t* tile, const uint8_t* tile_scales, int32_t head_dim,
+                   int32_t row, float* out) {
+  assert(kv_dtype_supports(dtype, head_dim) && row >= 0);
+  const uint8_t* src = tile + static_cast<size_t>(row) * kv_row_bytes(dtype, head_dim);
+  uint16_t h;
+  switch (dtype) {
+    case KVDType::F16:
+      for (int32_t i = 0; i < head_dim; ++i) {
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = fp16_to_f32(h);
+      }
+      break;
+    case KVDType::BF16:
+      for (int32_t i = 0; i < head_dim; ++i) {
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      break;
+    case KVDType::F32:
+      std::memcpy(out, src, static_cast<size_t>(head_dim) * sizeof(float));
+      break;
+    case KVDType::Int8:
+    case KVDType::Fp8: {
+      const float d = load_scale(reinterpret_cast<const uint16_t*>(tile_scales) + row);
+      for (int32_t i = 0; i < head_dim; ++i) {
+        const float q = dtype == KVDType::Int8 ? static_cast<float>(static_cast<int8_t>(src[i]))
+                                               : fp8_e4m3_to_f32(src[i]);
+        out[i] = q * d;
+      }
+      break;
+    }
+    case KVDType::Q4: {
+      const int32_t groups = head_dim / kKVQ4Group;
+      const auto* d =
+          reinterpret_cast<const uint16_t*>(tile_scales) + static_cast<size_t>(row) * groups;
+      for (int32_t i = 0; i < head_dim; ++i) {
+        const int q = (src[i / 2] >> (4 * (i & 1))) & 0xf;
+        out[i] = static_cast<float>(q - 8) * load_scale(d + i / kKVQ4Group);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace tokamak::cpu

@@ -1,0 +1,32 @@
+#pragma once
+// Encoding and decoding of rows of the paged KV cache in each KV dtype (core/kv_dtype.h
+// gives the storage). One scalar implementation, used by every ISA: writing K/V is one row
+// per token and layer, small beside attention, and a single encoder means every path stores
+// the same bytes. Attention decodes in registers (paged_attention_avx2.cpp); decode_row here
+// is its reference.
+//
+// A tile is the (block_size, row_bytes) bytes of one block and KV head; its scales are
+// kv_tile_scale_bytes() bytes of f16: one per row for int8 and fp8, head_dim / 32 per row for
+// q4, row by row. Rows are independent: writing one touches nothing of the others.
+
+#include <cstdint>
+
+#include "core/kv_dtype.h"
+
+namespace tokamak::cpu {
+
+// FP8 E4M3 (bias 7, no infinities, 0x7f / 0xff NaN, largest finite 448).
+inline constexpr float kFp8Max = 448.0f;
+float fp8_e4m3_to_f32(uint8_t bits);
+// Round to nearest even, saturating at +-448; NaN is not expected (encodes as 0).
+uint8_t f32_to_fp8_e4m3(float x);
+
+// Writes x (head_dim floats) as row `row` of a tile, and its scales.
+void kv_write_row(KVDType dtype, const float* x, int32_t head_dim, uint8_t* tile,
+                  uint8_t* tile_scales, int32_t row);
+
+// Decodes row `row` of a tile into head_dim floats, scales applied.
+void kv_decode_row(KVDType dtype, const uint8_t* tile, const uint8_t* tile_scales, int32_t head_dim,
+                   int32_t row, float* out);
+
+}  // namespace tokamak::cpu

@@ -16,6 +16,7 @@ void add_tokenize_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_make_synthetic_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 
 // Exit status a command asks main() to return (0 unless set).

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tokamak::cli::add_make_synthetic_command(app);
   tokamak::cli::add_serve_command(app);
   tokamak::cli::add_bench_command(app);
+  tokamak::cli::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,112 @@
+// tokamak perplexity, run through its CLI11 subcommand as main() runs it: flag errors (one
+// Error line each, before any model is loaded) and a run on a tiny synthetic model.
+
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../model/model_test_util.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/kv_dtype.h"
+#include "model/synthetic_model.h"
+
+namespace tokamak::cli {
+namespace {
+
+using test::TempFile;
+
+// Runs `tokamak perplexity ARGS...`; throws what the command throws.
+void perplexity(const std::vector<std::string>& args) {
+  CLI::App app;
+  app.require_subcommand(1);
+  add_perplexity_command(app);
+  std::vector<const char*> argv = {"tokamak", "perplexity"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+}
+
+// The message of the Error that the command throws for `args` ("" when none).
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    perplexity(args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A text file in the temporary directory.
+void write_text(const TempFile& file, const std::string& text) {
+  std::ofstream out(file.path(), std::ios::binary);
+  out << text;
+}
+
+TEST(CmdPerplexity, UnknownKvDtypeNamesTheChoices) {
+  TempFile text("perplexity_text");
+  write_text(text, "some text");
+  // The model does not exist either: the flag is checked first.
+  const std::string e =
+      error_of({"-m", "/nonexistent/model.gguf", "-f", text.path(), "--kv-dtype", "int9"});
+  EXPECT_TRUE(contains(e, "invalid --kv-dtype \"int9\"")) << e;
+  EXPECT_TRUE(contains(e, std::string(kv_dtype_choices()))) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+TEST(CmdPerplexity, MissingTextFile) {
+  const std::string e = error_of({"-m", "/nonexistent/model.gguf", "-f", "/nonexistent/text.txt"});
+  EXPECT_EQ(e, "/nonexistent/text.txt: cannot open text file");
+  EXPECT_TRUE(contains(error_of({"-m", "/nonexistent/model.gguf"}), "-f FILE"));
+}
+
+TEST(CmdPerplexity, BadWindowFlags) {
+  TempFile text("perplexity_text");
+  write_text(text, "some text");
+  const std::string m = "/nonexistent/model.gguf";
+  EXPECT_TRUE(contains(error_of({"-m", m, "-f", text.path(), "--ctx", "1"}), "--ctx"));
+  EXPECT_TRUE(
+      contains(error_of({"-m", m, "-f", text.path(), "--ctx", "8", "--stride", "9"}), "--stride"));
+  EXPECT_TRUE(
+      contains(error_of({"-m", m, "-f", text.path(), "--max-tokens", "-1"}), "--max-tokens"));
+}
+
+TEST(CmdPerplexity, ScoresATextOnATinyModel) {
+  SyntheticModelSpec spec;  // SentencePiece-style vocabulary of letters and pairs
+  spec.n_ctx = 256;
+  TempFile model("perplexity_model");
+  spec.seed = 3;
+  make_synthetic_model(spec).write(model.path());
+  TempFile text("perplexity_text");
+  std::string words;
+  for (int i = 0; i < 40; ++i) words += "the quick brown fox jumps over the lazy dog ";
+  write_text(text, words);
+  TempFile json("perplexity_json");
+
+  perplexity({"-m", model.path(), "-f", text.path(), "--ctx", "32", "--max-tokens", "100",
+              "--threads", "1", "--json", json.path()});
+  std::ifstream in(json.path());
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["tokens"], 100);
+  EXPECT_GT(doc["text_tokens"].get<int64_t>(), 100);
+  EXPECT_EQ(doc["ctx"], 32);
+  EXPECT_EQ(doc["stride"], 16);
+  EXPECT_EQ(doc["scored_tokens"], 99);
+  EXPECT_EQ(doc["windows"], 6);  // starts 0, 16, ..., 80; the last ends at 100
+  EXPECT_EQ(doc["kv_dtype"], "f16");
+  const double ppl = doc["perplexity"];
+  EXPECT_TRUE(std::isfinite(ppl));
+  EXPECT_GT(ppl, 1.0);
+  EXPECT_NEAR(std::log(ppl), doc["mean_nll"].get<double>(), 1e-9);
+}
+
+}  // namespace
+}  // namespace tokamak::cli

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -97,6 +98,14 @@ void write_json(const std::string& path, const nlohmann::json& doc) {
   if (!out) throw Error(path + ": cannot open for writing");
   out << doc.dump(2) << '\n';
   if (!out) throw Error(path + ": write failed");
+}
+
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+    throw Error(fmt::format("--{} {}: the folder {} does not exist", flag, path, dir.string()));
+  }
 }
 
 }  // namespace tokamak::cli

@@ -40,4 +40,8 @@ std::string format_mib(std::optional<size_t> bytes);  // "412.3 MiB", "-"
 // Writes `doc` (indented) to `path`; throws Error when it cannot.
 void write_json(const std::string& path, const nlohmann::json& doc);
 
+// Throws Error ("--FLAG PATH: the folder ... does not exist") when `path` (the value of
+// --`flag`; empty: none) is in a folder that does not exist, before any work is done.
+void check_output_path(const std::string& flag, const std::string& path);
+
 }  // namespace tokamak::cli

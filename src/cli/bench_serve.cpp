@@ -2,16 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "cli/bench_report.h"
+#include "cli/bench_serve_conversation.h"
 #include "cli/bench_serve_html.h"
 #include "cli/bench_serve_http.h"
 #include "cli/bench_serve_metrics.h"
+#include "cli/bench_serve_turns.h"
 #include "cli/default_model.h"
 #include "core/error.h"
 #include "format/gguf.h"
@@ -21,60 +22,6 @@ namespace tokamak::cli {
 namespace {
 
 using nlohmann::json;
-
-// --- flags -----------------------------------------------------------------------------------
-
-template <typename T>
-std::optional<T> parse_number(const FlagValues& flags, const std::string& name) {
-  const auto it = flags.find(name);
-  if (it == flags.end()) return std::nullopt;
-  const std::string& text = it->second;
-  T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error(fmt::format("--{} {}: expected {}", name, text,
-                            std::is_integral_v<T> ? "an integer" : "a number"));
-  }
-  return value;
-}
-
-template <typename T>
-std::optional<T> parse_at_least(const FlagValues& flags, const std::string& name, T min) {
-  const auto v = parse_number<T>(flags, name);
-  if (v && !(*v >= min)) throw Error(fmt::format("--{} must be at least {}", name, min));
-  return v;
-}
-
-std::string text_flag(const FlagValues& flags, const std::string& name, std::string fallback) {
-  const auto it = flags.find(name);
-  return it == flags.end() ? std::move(fallback) : it->second;
-}
-
-std::vector<int32_t> parse_levels(const std::string& text) {
-  std::vector<int32_t> levels;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    int32_t level = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), level);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || level < 1) {
-      throw Error("--sweep-concurrency " + text +
-                  ": expected positive integers separated by commas, e.g. 1,4,16,32");
-    }
-    levels.push_back(level);
-    start = comma + 1;
-  }
-  return levels;
-}
-
-void check_output_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) return;
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty() && !std::filesystem::is_directory(dir)) {
-    throw Error(fmt::format("--{} {}: the folder {} does not exist", flag, path, dir.string()));
-  }
-}
 
 // --- requests --------------------------------------------------------------------------------
 
@@ -132,6 +79,8 @@ std::string dataset_name(const DatasetSpec& d) {
       return "prefix-shared";
     case DatasetKind::File:
       return d.path;
+    case DatasetKind::MultiTurn:
+      return "multiturn";
   }
   return "?";
 }
@@ -139,6 +88,7 @@ std::string dataset_name(const DatasetSpec& d) {
 json settings_json(const ServeBenchConfig& c, const std::string& model, size_t n_prompts,
                    std::optional<int32_t> concurrency) {
   const bool prefix = c.dataset.kind == DatasetKind::PrefixShared;
+  const bool multiturn = c.dataset.kind == DatasetKind::MultiTurn;
   const auto opt = [](const auto& v) { return v ? json(*v) : json(); };
   return {{"label", c.label.empty() ? model : c.label},
           {"url", c.url},
@@ -151,6 +101,9 @@ json settings_json(const ServeBenchConfig& c, const std::string& model, size_t n
           {"range_ratio", c.dataset.range_ratio},
           {"prefix_groups", prefix ? json(c.dataset.prefix_groups) : json()},
           {"prefix_len", prefix ? json(c.dataset.prefix_len) : json()},
+          {"conversations", multiturn ? json(c.dataset.conversations) : json()},
+          {"turns", multiturn ? json(c.dataset.turns) : json()},
+          {"system_len", multiturn ? json(c.dataset.system_len) : json()},
           {"request_rate", opt(c.request_rate)},
           {"max_concurrency", opt(concurrency)},
           {"seed", c.dataset.seed},
@@ -175,6 +128,118 @@ void warn_about_counts(const RunFigures& f) {
   }
 }
 
+void report_level(std::optional<int32_t> level, const RunFigures& figures) {
+  std::fprintf(stderr,
+               "[bench] max concurrency %s: %lld completed, %lld failed in %.2f s (%.2f req/s, "
+               "%.1f output tokens/s)\n",
+               level ? std::to_string(*level).c_str() : "inf",
+               static_cast<long long>(figures.completed), static_cast<long long>(figures.failed),
+               figures.duration_s, figures.requests_per_s, figures.output_tokens_per_s);
+  warn_about_counts(figures);
+}
+
+// --- multi-turn chat (bench_serve_conversation.h) ---------------------------------------------
+
+// Conversation `c`'s chain: each turn's body made from the replies so far.
+ChainPlan conversation_plan(const std::vector<BenchConversation>& convs, const std::string& model,
+                            std::vector<double> arrival_s, std::optional<int32_t> level) {
+  ChainPlan plan;
+  plan.target = endpoint_route(ApiEndpoint::Chat);
+  plan.arrival_s = std::move(arrival_s);
+  plan.max_concurrency = level;
+  plan.next = [&convs, model](size_t c, std::span<const RequestRecord> done) {
+    const BenchConversation& conv = convs[c];
+    const size_t turn = done.size();
+    if (turn == conv.turns()) return std::optional<std::string>();
+    std::vector<std::string> replies;
+    for (const RequestRecord& r : done) replies.push_back(r.trace.text);
+    BenchPrompt p;
+    p.messages = turn_messages(conv, turn, replies);
+    p.output_len = conv.output_len[turn];
+    return std::optional(request_body(ApiEndpoint::Chat, model, p));
+  };
+  return plan;
+}
+
+// One run over every conversation: the usual figures over all turns (conversation by
+// conversation, turn by turn), the per-turn table, and each request's turn and conversation.
+json multiturn_run(const ServeBenchConfig& c, const ClientOptions& client, const std::string& model,
+                   const std::vector<BenchConversation>& convs, std::optional<int32_t> level,
+                   const TokenCounter& count) {
+  const ChainResult chains = run_chains(
+      client,
+      conversation_plan(convs, model, arrival_times(convs.size(), c.request_rate, c.dataset.seed),
+                        level));
+  LoadResult load;
+  load.start = chains.start;
+  load.end = chains.end;
+  load.peak_in_flight = chains.peak_in_flight;
+  std::vector<BenchPrompt> expected;  // per request sent: the counts it should have
+  json turn_of = json::array(), conversation_of = json::array();
+  std::vector<int32_t> turns;
+  for (size_t k = 0; k < chains.chains.size(); ++k) {
+    for (size_t t = 0; t < chains.chains[k].size(); ++t) {
+      load.records.push_back(chains.chains[k][t]);
+      BenchPrompt p;
+      p.prompt_tokens = turn_content_tokens(convs[k], t);
+      p.output_len = convs[k].output_len[t];
+      expected.push_back(std::move(p));
+      turns.push_back(static_cast<int32_t>(t + 1));
+      turn_of.push_back(t + 1);
+      conversation_of.push_back(k);
+    }
+  }
+  const RunFigures figures = run_figures(load, expected, {c.slo_ttft_ms, c.slo_tpot_ms}, count);
+  report_level(level, figures);
+  const size_t planned = convs.size() * static_cast<size_t>(c.dataset.turns);
+  if (load.records.size() < planned) {
+    std::fprintf(stderr, "[bench] %zu turns not sent: a failed turn ends its conversation\n",
+                 planned - load.records.size());
+  }
+  json settings = settings_json(c, model, planned, level);
+  settings["endpoint"] = endpoint_name(ApiEndpoint::Chat);
+  json run = run_json(figures, settings);
+  run["turns"] = turns_json(turn_figures(figures.requests, turns, c.dataset.turns));
+  run["requests"]["turn"] = std::move(turn_of);
+  run["requests"]["conversation"] = std::move(conversation_of);
+  return run;
+}
+
+std::vector<json> multiturn_runs(const ServeBenchConfig& c, const Tokenizer& tok,
+                                 const ClientOptions& client, const std::string& model,
+                                 const std::vector<std::optional<int32_t>>& levels,
+                                 const TokenCounter& count) {
+  const std::vector<BenchConversation> convs = make_conversations(c.dataset, tok);
+  std::fprintf(
+      stderr,
+      "[bench] %s%s, model %s: %zu conversations x %d turns (user %d, output %d, "
+      "system %d tokens), rate %s\n",
+      client.url.origin().c_str(), endpoint_route(ApiEndpoint::Chat).c_str(), model.c_str(),
+      convs.size(), c.dataset.turns, c.dataset.input_len, c.dataset.output_len,
+      c.dataset.system_len,
+      c.request_rate ? fmt::format("{:g} conversations/s", *c.request_rate).c_str() : "inf");
+  if (c.warmup > 0) {
+    // First turns of other conversations (another seed: another system prompt too), so that
+    // the warmup caches no prefix of the measured ones.
+    DatasetSpec spec = c.dataset;
+    spec.seed = ~spec.seed;
+    spec.conversations = c.warmup;
+    spec.turns = 1;
+    const std::vector<BenchConversation> warm = make_conversations(spec, tok);
+    const ChainResult result = run_chains(
+        client,
+        conversation_plan(warm, model, std::vector<double>(warm.size(), 0.0), levels.front()));
+    size_t failed = 0;
+    for (const auto& chain : result.chains) failed += chain.empty() || !chain.front().ok();
+    std::fprintf(stderr, "[bench] warmup: %d requests, %zu failed\n", c.warmup, failed);
+  }
+  std::vector<json> runs;
+  for (const std::optional<int32_t>& level : levels) {
+    runs.push_back(multiturn_run(c, client, model, convs, level, count));
+  }
+  return runs;
+}
+
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   if (!out) throw Error(path + ": cannot open for writing");
@@ -184,69 +249,6 @@ void write_text(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-ServeBenchConfig serve_config_from_flags(const FlagValues& flags) {
-  ServeBenchConfig c;
-  c.url = text_flag(flags, "url", c.url);
-  parse_url(c.url);  // a bad URL stops here, before any work
-  const std::string endpoint = text_flag(flags, "endpoint", "completions");
-  if (endpoint == "chat") {
-    c.endpoint = ApiEndpoint::Chat;
-  } else if (endpoint != "completions") {
-    throw Error("--endpoint must be completions or chat, not \"" + endpoint + "\"");
-  }
-  c.model = text_flag(flags, "model", "");
-  const std::string dataset = text_flag(flags, "dataset", "random");
-  if (dataset == "prefix-shared") {
-    c.dataset.kind = DatasetKind::PrefixShared;
-  } else if (dataset != "random") {
-    if (!dataset.ends_with(".jsonl")) {
-      throw Error("--dataset must be random, prefix-shared or a FILE.jsonl, not \"" + dataset +
-                  "\"");
-    }
-    c.dataset.kind = DatasetKind::File;
-    c.dataset.path = dataset;
-  }
-  c.dataset.num_prompts = parse_at_least<int32_t>(flags, "num-prompts", 1);
-  c.dataset.input_len =
-      parse_at_least<int32_t>(flags, "input-len", 1).value_or(c.dataset.input_len);
-  c.dataset.output_len =
-      parse_at_least<int32_t>(flags, "output-len", 1).value_or(c.dataset.output_len);
-  c.dataset.range_ratio = parse_at_least<double>(flags, "range-ratio", 0.0).value_or(0.0);
-  if (!(c.dataset.range_ratio < 1)) throw Error("--range-ratio must be in [0, 1)");
-  c.dataset.prefix_groups =
-      parse_at_least<int32_t>(flags, "prefix-groups", 1).value_or(c.dataset.prefix_groups);
-  c.dataset.prefix_len =
-      parse_at_least<int32_t>(flags, "prefix-len", 1).value_or(c.dataset.prefix_len);
-  c.dataset.seed = parse_number<uint64_t>(flags, "seed").value_or(0);
-  if (text_flag(flags, "request-rate", "inf") != "inf") {
-    c.request_rate = parse_number<double>(flags, "request-rate");
-    if (!(*c.request_rate > 0)) throw Error("--request-rate must be positive, or inf");
-  }
-  c.max_concurrency = parse_at_least<int32_t>(flags, "max-concurrency", 1);
-  if (flags.contains("sweep-concurrency")) {
-    if (c.max_concurrency) {
-      throw Error("--sweep-concurrency sets the concurrency of each run: drop --max-concurrency");
-    }
-    c.sweep = parse_levels(flags.at("sweep-concurrency"));
-  }
-  c.slo_ttft_ms = parse_number<double>(flags, "slo-ttft-ms");
-  c.slo_tpot_ms = parse_number<double>(flags, "slo-tpot-ms");
-  if ((c.slo_ttft_ms && !(*c.slo_ttft_ms > 0)) || (c.slo_tpot_ms && !(*c.slo_tpot_ms > 0))) {
-    throw Error("--slo-ttft-ms and --slo-tpot-ms must be positive");
-  }
-  c.json_path = text_flag(flags, "json", "");
-  c.html_path = text_flag(flags, "html", "");
-  check_output_path("json", c.json_path);
-  check_output_path("html", c.html_path);
-  c.tokenizer_model = text_flag(flags, "tokenizer-model", "");
-  c.label = text_flag(flags, "label", "");
-  c.api_key = text_flag(flags, "api-key", "");
-  c.warmup = parse_at_least<int32_t>(flags, "warmup", 0).value_or(0);
-  c.timeout_s = parse_number<double>(flags, "timeout").value_or(c.timeout_s);
-  if (!(c.timeout_s > 0)) throw Error("--timeout must be positive");
-  return c;
-}
-
 std::vector<json> serve_bench_runs(const ServeBenchConfig& c, const Tokenizer& tok) {
   ClientOptions client;
   client.url = parse_url(c.url);
@@ -254,17 +256,20 @@ std::vector<json> serve_bench_runs(const ServeBenchConfig& c, const Tokenizer& t
   client.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
   check_resolvable(client.url);
   const std::string model = c.model.empty() ? first_model(client) : c.model;
+  const TokenCounter count = [&tok](std::string_view text) {
+    return static_cast<int64_t>(tok.encode(text, /*add_special=*/false, false).size());
+  };
+  std::vector<std::optional<int32_t>> levels(c.sweep.begin(), c.sweep.end());
+  if (levels.empty()) levels.push_back(c.max_concurrency);
+  if (c.dataset.kind == DatasetKind::MultiTurn) {
+    return multiturn_runs(c, tok, client, model, levels, count);
+  }
 
   const std::vector<BenchPrompt> prompts = make_dataset(c.dataset, tok);
   LoadPlan plan;
   plan.target = endpoint_route(c.endpoint);
   for (const BenchPrompt& p : prompts) plan.bodies.push_back(request_body(c.endpoint, model, p));
   plan.arrival_s = arrival_times(prompts.size(), c.request_rate, c.dataset.seed);
-  const TokenCounter count = [&tok](std::string_view text) {
-    return static_cast<int64_t>(tok.encode(text, /*add_special=*/false, false).size());
-  };
-  std::vector<std::optional<int32_t>> levels(c.sweep.begin(), c.sweep.end());
-  if (levels.empty()) levels.push_back(c.max_concurrency);
   std::fprintf(stderr, "[bench] %s%s, model %s: %zu requests (%s, input %d, output %d), rate %s\n",
                client.url.origin().c_str(), endpoint_route(c.endpoint).c_str(), model.c_str(),
                prompts.size(), dataset_name(c.dataset).c_str(), c.dataset.input_len,
@@ -289,13 +294,7 @@ std::vector<json> serve_bench_runs(const ServeBenchConfig& c, const Tokenizer& t
     plan.max_concurrency = level;
     const LoadResult load = run_load(client, plan);
     const RunFigures figures = run_figures(load, prompts, {c.slo_ttft_ms, c.slo_tpot_ms}, count);
-    std::fprintf(stderr,
-                 "[bench] max concurrency %s: %lld completed, %lld failed in %.2f s (%.2f req/s, "
-                 "%.1f output tokens/s)\n",
-                 level ? std::to_string(*level).c_str() : "inf",
-                 static_cast<long long>(figures.completed), static_cast<long long>(figures.failed),
-                 figures.duration_s, figures.requests_per_s, figures.output_tokens_per_s);
-    warn_about_counts(figures);
+    report_level(level, figures);
     runs.push_back(run_json(figures, settings_json(c, model, prompts.size(), level)));
   }
   return runs;
@@ -315,7 +314,7 @@ bool run_serve_bench(const ServeBenchConfig& config) {
   bool all_ok = true;
   for (const json& run : runs) all_ok &= run.value("failed", int64_t{0}) == 0;
   if (runs.size() == 1) {
-    std::printf("%s", format_run(runs.front()).c_str());
+    std::printf("%s%s", format_run(runs.front()).c_str(), format_turns(runs.front()).c_str());
   } else {
     std::printf(
         "\n== tokamak bench serve: %s, one run per max concurrency (latencies in ms) ==\n%s",
@@ -326,6 +325,13 @@ bool run_serve_bench(const ServeBenchConfig& config) {
                     run["settings"]["max_concurrency"].dump().c_str(),
                     static_cast<long long>(e.value("count", int64_t{0})),
                     e.value("message", std::string()).c_str());
+      }
+    }
+    for (const json& run : runs) {
+      const std::string turns = format_turns(run);
+      if (!turns.empty()) {
+        std::printf("\n-- max concurrency %s --%s",
+                    run["settings"]["max_concurrency"].dump().c_str(), turns.c_str());
       }
     }
   }

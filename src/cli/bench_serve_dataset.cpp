@@ -16,16 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-void check_spec(const DatasetSpec& s) {
-  if (s.num_prompts && *s.num_prompts < 1) throw Error("--num-prompts must be at least 1");
-  if (s.input_len < 1) throw Error("--input-len must be at least 1");
-  if (s.output_len < 1) throw Error("--output-len must be at least 1");
-  if (!(s.range_ratio >= 0 && s.range_ratio < 1)) throw Error("--range-ratio must be in [0, 1)");
-  if (s.prefix_groups < 1) throw Error("--prefix-groups must be at least 1");
-  if (s.prefix_len < 1) throw Error("--prefix-len must be at least 1");
-  if (s.kind == DatasetKind::File && s.path.empty()) throw Error("no dataset file given");
-}
-
 int32_t count_tokens(const Tokenizer& tok, const std::string& text, bool add_special) {
   return static_cast<int32_t>(tok.encode(text, add_special, /*parse_special=*/true).size());
 }
@@ -138,8 +128,21 @@ std::vector<BenchPrompt> file_dataset(const DatasetSpec& s, const Tokenizer& tok
 
 }  // namespace
 
+void check_dataset_spec(const DatasetSpec& s) {
+  if (s.num_prompts && *s.num_prompts < 1) throw Error("--num-prompts must be at least 1");
+  if (s.input_len < 1) throw Error("--input-len must be at least 1");
+  if (s.output_len < 1) throw Error("--output-len must be at least 1");
+  if (!(s.range_ratio >= 0 && s.range_ratio < 1)) throw Error("--range-ratio must be in [0, 1)");
+  if (s.prefix_groups < 1) throw Error("--prefix-groups must be at least 1");
+  if (s.prefix_len < 1) throw Error("--prefix-len must be at least 1");
+  if (s.conversations < 1) throw Error("--conversations must be at least 1");
+  if (s.turns < 1) throw Error("--turns must be at least 1");
+  if (s.system_len < 0) throw Error("--system-len must be at least 0");
+  if (s.kind == DatasetKind::File && s.path.empty()) throw Error("no dataset file given");
+}
+
 std::vector<BenchPrompt> make_dataset(const DatasetSpec& spec, const Tokenizer& tok) {
-  check_spec(spec);
+  check_dataset_spec(spec);
   switch (spec.kind) {
     case DatasetKind::Random:
       return random_dataset(spec, tok);
@@ -147,8 +150,10 @@ std::vector<BenchPrompt> make_dataset(const DatasetSpec& spec, const Tokenizer& 
       return prefix_shared_dataset(spec, tok);
     case DatasetKind::File:
       return file_dataset(spec, tok);
+    case DatasetKind::MultiTurn:
+      break;
   }
-  return {};
+  throw Error("the multiturn dataset is made turn by turn (make_conversations)");
 }
 
 int32_t draw_length(int32_t length, double range_ratio, Rng& rng) {

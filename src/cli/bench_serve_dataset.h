@@ -2,6 +2,8 @@
 // Workloads of `tokamak bench serve`: the prompts (random text of exact token lengths,
 // groups sharing a long prefix, or a JSONL file), their output lengths, and Poisson arrival
 // times. Everything is drawn from one seed, so two runs (or two servers) see the same work.
+// Multi-turn conversations, whose requests depend on the replies, are made by
+// bench_serve_conversation.h from the same spec.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -18,17 +20,22 @@ class Tokenizer;
 
 namespace tokamak::cli {
 
-enum class DatasetKind { Random, PrefixShared, File };
+enum class DatasetKind { Random, PrefixShared, File, MultiTurn };
 
 struct DatasetSpec {
   DatasetKind kind = DatasetKind::Random;
   std::string path;                    // File: one JSON object per line
   std::optional<int32_t> num_prompts;  // nullopt: kDefaultNumPrompts, or every line of a file
-  int32_t input_len = 256;    // Random: prompt tokens (BOS included); PrefixShared: question tokens
-  int32_t output_len = 128;   // unless a file line gives its own "output_len"
-  double range_ratio = 0;     // lengths uniform in [L * (1 - r), L * (1 + r)], r in [0, 1)
-  int32_t prefix_groups = 4;  // PrefixShared: groups, each with its own prefix
-  int32_t prefix_len = 1000;  // PrefixShared: tokens of each group's prefix
+  // Random: prompt tokens (BOS included); PrefixShared: question tokens; MultiTurn: tokens
+  // of each user message.
+  int32_t input_len = 256;
+  int32_t output_len = 128;    // unless a file line gives its own "output_len"
+  double range_ratio = 0;      // lengths uniform in [L * (1 - r), L * (1 + r)], r in [0, 1)
+  int32_t prefix_groups = 4;   // PrefixShared: groups, each with its own prefix
+  int32_t prefix_len = 1000;   // PrefixShared: tokens of each group's prefix
+  int32_t conversations = 16;  // MultiTurn: conversations, each of `turns` requests
+  int32_t turns = 10;
+  int32_t system_len = 0;  // MultiTurn: tokens of the system prompt all share (0: none)
   uint64_t seed = 0;
 };
 
@@ -43,7 +50,11 @@ struct BenchPrompt {
 };
 
 // Throws Error for settings out of range or an unreadable / malformed file (naming the line).
+// Not for MultiTurn (see make_conversations).
 std::vector<BenchPrompt> make_dataset(const DatasetSpec& spec, const Tokenizer& tok);
+
+// The checks of make_dataset on `spec`'s numbers; throws Error naming the flag.
+void check_dataset_spec(const DatasetSpec& spec);
 
 // A length uniform in [floor(L * (1 - r)), floor(L * (1 + r))] (as vLLM's random dataset
 // draws), at least 1.

@@ -38,6 +38,7 @@ svg text{font-size:11px;fill:#444}.axis line{stroke:#ccc}.axis path{stroke:#888}
 <h2>Runs</h2><div id="table"></div>
 <h2>Latency CDFs</h2><div class="grid" id="cdfs"></div>
 <div id="sweep"></div>
+<div id="turns"></div>
 <script>
 const DATA = __DATA__;
 const W = 640, H = 360, M = {l: 64, r: 20, t: 12, b: 44};
@@ -186,10 +187,35 @@ function renderSweep() {
     tput('requests_per_s', 'requests/s') + '</div>';
 }
 
+// Multi-turn runs: TTFT and the server's prefix-cache hit rate against the turn, and a table.
+function renderTurns() {
+  const runs = DATA.runs.filter(r => r.turns && r.turns.length);
+  if (!runs.length) return;
+  const per = (f) => runs.map(r => ({name: runName(r), color: runColor(r), marks: true,
+    points: r.turns.filter(t => f(t) !== null && f(t) !== undefined).map(t => [t.turn, f(t)])}));
+  const xTicks = [...new Set(runs.flatMap(r => r.turns.map(t => t.turn)))].sort((a, b) => a - b);
+  let h = '<h2>Per turn</h2><div class="grid">' +
+    chart('TTFT p50 per turn', per(t => t.ttft_ms && t.ttft_ms.p50), {xLabel: 'turn', yLabel: 'TTFT p50 (ms)', xTicks}) +
+    chart('prefix-cache hit rate per turn', per(t => t.prefix_hit_rate), {xLabel: 'turn', yLabel: 'cached / prompt tokens', xTicks, y01: true}) +
+    '</div>';
+  const cols = ['turn', 'ok', 'failed', 'TTFT mean', 'TTFT p50', 'TTFT p99', 'prompt tok', 'cached tok', 'hit rate'];
+  for (const r of runs) {
+    h += '<p class="sub">' + esc(runName(r)) + '</p><table><tr>' + cols.map(c => '<th>' + c + '</th>').join('') + '</tr>';
+    for (const t of r.turns) {
+      const rate = t.prefix_hit_rate === null ? '-' : (100 * t.prefix_hit_rate).toFixed(1) + '%';
+      const cells = [t.turn, t.completed, t.failed, fmt(t.ttft_ms && t.ttft_ms.mean), fmt(t.ttft_ms && t.ttft_ms.p50),
+        fmt(t.ttft_ms && t.ttft_ms.p99), fmt(t.prompt_tokens_mean), fmt(t.cached_tokens_mean), rate];
+      h += '<tr>' + cells.map(c => '<td>' + esc(c) + '</td>').join('') + '</tr>';
+    }
+    h += '</table>';
+  }
+  document.getElementById('turns').innerHTML = h;
+}
+
 document.getElementById('sub').textContent = 'written ' + DATA.date + ' · ' + DATA.runs.length + ' run' +
   (DATA.runs.length === 1 ? '' : 's') + (multiLabel ? ' · ' + labels.join(' vs ') : '');
 document.getElementById('logx').onchange = renderCdfs;
-renderTable(); renderCdfs(); renderSweep();
+renderTable(); renderCdfs(); renderSweep(); renderTurns();
 </script></body></html>
 )HTML";
 
@@ -204,6 +230,12 @@ std::vector<double> sorted_column(const json& run, const char* key) {
 }
 
 std::string workload_text(const json& s) {
+  if (s.contains("turns") && s["turns"].is_number()) {
+    return "multiturn, " + s.value("conversations", json(0)).dump() + " conversations x " +
+           s["turns"].dump() + " turns, user " + std::to_string(s.value("input_len", 0)) +
+           " / reply " + std::to_string(s.value("output_len", 0)) + " tokens, system " +
+           s.value("system_len", json(0)).dump() + " tokens, " + s.value("url", std::string("?"));
+  }
   std::string text =
       s.value("dataset", std::string("?")) + ", " + std::to_string(s.value("num_prompts", 0)) +
       " prompts, in " + std::to_string(s.value("input_len", 0)) + " / out " +
@@ -248,6 +280,7 @@ json html_chart_data(std::span<const json> runs) {
                    {"tpot", figure("tpot_ms")},
                    {"itl", figure("itl_ms")},
                    {"e2e", figure("e2e_ms")},
+                   {"turns", figure("turns")},
                    {"cdf",
                     {{"ttft", sorted_column(run, "ttft_ms")},
                      {"tpot", sorted_column(run, "tpot_ms")},

@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cassert>
 #include <charconv>
 #include <exception>
 #include <limits>
@@ -168,14 +169,14 @@ void rethrow(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);
 }
 
-class LoadRun {
+class ChainRun {
  public:
-  LoadRun(const ClientOptions& client, const LoadPlan& plan)
+  ChainRun(const ClientOptions& client, const ChainPlan& plan)
       : client_(client), plan_(plan), at_(resolve(io_, client.url)), slot_freed_(io_) {
-    result_.records.resize(plan.bodies.size());
+    result_.chains.resize(plan.arrival_s.size());
   }
 
-  LoadResult run() {
+  ChainResult run() {
     asio::co_spawn(io_, dispatch(), rethrow);
     io_.run();
     return std::move(result_);
@@ -186,36 +187,42 @@ class LoadRun {
     asio::steady_timer timer(io_);
     result_.start = BenchClock::now();
     result_.end = result_.start;
-    const size_t cap =
-        plan_.max_concurrency ? static_cast<size_t>(*plan_.max_concurrency) : plan_.bodies.size();
-    for (size_t i = 0; i < plan_.bodies.size(); ++i) {
+    const size_t n = plan_.arrival_s.size();
+    const size_t cap = plan_.max_concurrency ? static_cast<size_t>(*plan_.max_concurrency) : n;
+    for (size_t c = 0; c < n; ++c) {
       error_code ec;
       const auto due = result_.start + std::chrono::duration_cast<BenchClock::duration>(
-                                           std::chrono::duration<double>(plan_.arrival_s[i]));
+                                           std::chrono::duration<double>(plan_.arrival_s[c]));
       if (due > BenchClock::now()) {
         timer.expires_at(due);
         co_await timer.async_wait(with(ec));
       }
-      while (in_flight_ >= cap) {  // woken (cancelled) by every request that ends
+      while (in_flight_ >= cap) {  // woken (cancelled) by every chain that ends
         slot_freed_.expires_at(BenchClock::time_point::max());
         co_await slot_freed_.async_wait(with(ec));
       }
       ++in_flight_;
       result_.peak_in_flight = std::max(result_.peak_in_flight, static_cast<int32_t>(in_flight_));
-      asio::co_spawn(io_, request(i), rethrow);
+      asio::co_spawn(io_, chain(c), rethrow);
     }
   }
 
-  awaitable<void> request(size_t i) {
-    RequestRecord& r = result_.records[i];
-    r.sent = BenchClock::now();
-    try {
-      co_await exchange(r, plan_.bodies[i]);
-    } catch (const std::exception& e) {
-      r.failure = std::string("client error: ") + e.what();
+  awaitable<void> chain(size_t c) {
+    // Only this coroutine touches the chain's records; the outer vector never grows.
+    std::vector<RequestRecord>& records = result_.chains[c];
+    while (std::optional<std::string> body = plan_.next(c, records)) {
+      RequestRecord r;
+      r.sent = BenchClock::now();
+      try {
+        co_await exchange(r, *body);
+      } catch (const std::exception& e) {
+        r.failure = std::string("client error: ") + e.what();
+      }
+      r.ended = BenchClock::now();
+      result_.end = std::max(result_.end, r.ended);
+      records.push_back(std::move(r));
+      if (!records.back().ok()) break;
     }
-    r.ended = BenchClock::now();
-    result_.end = std::max(result_.end, r.ended);
     --in_flight_;
     slot_freed_.cancel();
   }
@@ -245,12 +252,12 @@ class LoadRun {
   }
 
   const ClientOptions& client_;
-  const LoadPlan& plan_;
+  const ChainPlan& plan_;
   asio::io_context io_;
   tcp::resolver::results_type at_;
   asio::steady_timer slot_freed_;
   size_t in_flight_ = 0;
-  LoadResult result_;
+  ChainResult result_;
 };
 
 }  // namespace
@@ -314,10 +321,33 @@ LoadResult run_load(const ClientOptions& client, const LoadPlan& plan) {
   if (plan.arrival_s.size() != plan.bodies.size()) {
     throw Error("run_load: one arrival time per request is needed");
   }
-  if (plan.max_concurrency && *plan.max_concurrency < 1) {
-    throw Error("run_load: max_concurrency must be at least 1");
+  ChainPlan chains;
+  chains.target = plan.target;
+  chains.arrival_s = plan.arrival_s;
+  chains.max_concurrency = plan.max_concurrency;
+  // Chains of one request each.
+  chains.next = [&plan](size_t c, std::span<const RequestRecord> done) {
+    return done.empty() ? std::optional<std::string>(plan.bodies[c]) : std::nullopt;
+  };
+  ChainResult run = run_chains(client, chains);
+  LoadResult result;
+  result.records.reserve(run.chains.size());
+  for (std::vector<RequestRecord>& chain : run.chains) {
+    assert(chain.size() == 1);
+    result.records.push_back(std::move(chain.front()));
   }
-  LoadRun run(client, plan);
+  result.start = run.start;
+  result.end = run.end;
+  result.peak_in_flight = run.peak_in_flight;
+  return result;
+}
+
+ChainResult run_chains(const ClientOptions& client, const ChainPlan& plan) {
+  if (plan.max_concurrency && *plan.max_concurrency < 1) {
+    throw Error("run_chains: max_concurrency must be at least 1");
+  }
+  assert(plan.next);
+  ChainRun run(client, plan);
   return run.run();
 }
 

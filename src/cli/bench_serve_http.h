@@ -5,10 +5,16 @@
 // chunks. A request that cannot be sent or read (refused connection, HTTP error, error
 // event, server gone, silence past the timeout) is recorded as failed with its reason; the
 // run always goes on to the end.
+//
+// Two shapes of load: a fixed list of independent requests (LoadPlan), and chains of
+// requests where each is made from the replies before it (ChainPlan: the turns of a chat),
+// sent one after another. The first is a chain of one request per body.
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +73,29 @@ struct LoadResult {
 // slot when max_concurrency requests are in flight. Throws Error only when the host name
 // cannot be resolved; every other failure is a failed record.
 LoadResult run_load(const ClientOptions& client, const LoadPlan& plan);
+
+// A closed loop: chains of requests (the turns of a conversation), a chain's next request
+// made from its completed ones and sent as soon as the previous one ended. A chain holds
+// one of max_concurrency's slots from its first request to its last.
+struct ChainPlan {
+  std::string target;
+  std::vector<double> arrival_s;           // one per chain, ascending: its first request
+  std::optional<int32_t> max_concurrency;  // most chains in flight; nullopt = no cap
+  // The body of chain `c`'s next request, given its requests so far (all completed), or
+  // nullopt when the chain is over. Called on the client thread, one call at a time.
+  std::function<std::optional<std::string>(size_t c, std::span<const RequestRecord> done)> next;
+};
+
+struct ChainResult {
+  std::vector<std::vector<RequestRecord>> chains;  // parallel to arrival_s, in sending order
+  BenchClock::time_point start{};
+  BenchClock::time_point end{};
+  int32_t peak_in_flight = 0;  // chains
+};
+
+// Runs every chain as run_load runs a body; a failed request ends its chain (later ones
+// cannot be made without its reply). Throws Error only when the host cannot be resolved.
+ChainResult run_chains(const ClientOptions& client, const ChainPlan& plan);
 
 struct HttpReply {
   int status = 0;

@@ -50,6 +50,10 @@ std::string fixed(const std::optional<double>& v, int digits = 2) {
   return v ? fmt::format("{:.{}f}", *v, digits) : "-";
 }
 
+std::string percent(const std::optional<double>& fraction) {
+  return fraction ? fmt::format("{:.1f}%", *fraction * 100) : "-";
+}
+
 std::string stat(const json& run, const char* metric, const char* which) {
   if (!run.contains(metric) || !run[metric].is_object()) return "-";
   return fixed(number(run[metric], which));
@@ -77,6 +81,7 @@ RequestFigures request_figures(const RequestRecord& r, BenchClock::time_point ru
   f.failure = r.failure;
   f.start_ms = ms_between(run_start, r.sent);
   f.prompt_tokens = r.trace.prompt_tokens.value_or(dataset_prompt_tokens);
+  f.cached_tokens = r.trace.cached_tokens;
   if (!r.ok()) return f;
   const auto& times = r.trace.content_times;
   assert(!times.empty());  // a completed request carried text
@@ -90,6 +95,18 @@ RequestFigures request_figures(const RequestRecord& r, BenchClock::time_point ru
   }
   for (size_t k = 1; k < times.size(); ++k) f.itl_ms.push_back(ms_between(times[k - 1], times[k]));
   return f;
+}
+
+void CacheHits::add(const RequestFigures& r) {
+  if (r.failure || !r.cached_tokens) return;
+  ++reported;
+  cached_tokens += *r.cached_tokens;
+  prompt_tokens += r.prompt_tokens;
+}
+
+std::optional<double> CacheHits::rate() const {
+  if (reported == 0) return std::nullopt;
+  return prompt_tokens > 0 ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
 }
 
 RunFigures run_figures(const LoadResult& load, std::span<const BenchPrompt> prompts, const Slo& slo,
@@ -115,6 +132,7 @@ RunFigures run_figures(const LoadResult& load, std::span<const BenchPrompt> prom
     if (!f.usage_reported) ++run.usage_missing;
     if (f.usage_reported && f.tokenizer_tokens != f.output_tokens) ++run.token_count_mismatches;
     if (f.output_tokens != prompts[i].output_len) ++run.output_len_mismatches;
+    run.cache_hits.add(f);
     ttft.push_back(*f.ttft_ms);
     e2e.push_back(*f.e2e_ms);
     if (f.tpot_ms) tpot.push_back(*f.tpot_ms);
@@ -145,7 +163,7 @@ json run_json(const RunFigures& f, const json& settings) {
     errors.push_back({{"message", e.message}, {"count", e.count}});
   json ok = json::array(), failure = json::array(), start = json::array(), ttft = json::array(),
        tpot = json::array(), e2e = json::array(), itl = json::array(), prompt = json::array(),
-       output = json::array();
+       output = json::array(), cached = json::array();
   for (const RequestFigures& r : f.requests) {
     ok.push_back(!r.failure);
     failure.push_back(r.failure ? json(*r.failure) : json());
@@ -156,7 +174,9 @@ json run_json(const RunFigures& f, const json& settings) {
     itl.push_back(r.itl_ms);
     prompt.push_back(r.prompt_tokens);
     output.push_back(r.output_tokens);
+    cached.push_back(r.cached_tokens ? json(*r.cached_tokens) : json());
   }
+  const bool hits_known = f.cache_hits.reported > 0;
   return {{"label", settings.value("label", std::string())},
           {"settings", settings},
           {"completed", f.completed},
@@ -179,6 +199,8 @@ json run_json(const RunFigures& f, const json& settings) {
           {"usage_missing", f.usage_missing},
           {"token_count_mismatches", f.token_count_mismatches},
           {"output_len_mismatches", f.output_len_mismatches},
+          {"cached_tokens", hits_known ? json(f.cache_hits.cached_tokens) : json()},
+          {"prefix_hit_rate", nullable(f.cache_hits.rate())},
           {"requests",
            {{"ok", std::move(ok)},
             {"failure", std::move(failure)},
@@ -188,7 +210,8 @@ json run_json(const RunFigures& f, const json& settings) {
             {"e2e_ms", std::move(e2e)},
             {"itl_ms", std::move(itl)},
             {"prompt_tokens", std::move(prompt)},
-            {"output_tokens", std::move(output)}}}};
+            {"output_tokens", std::move(output)},
+            {"cached_tokens", std::move(cached)}}}};
 }
 
 std::string format_run(const json& run) {
@@ -207,6 +230,17 @@ std::string format_run(const json& run) {
     workload += fmt::format(", {} groups sharing a {}-token prefix", *g,
                             number(s, "prefix_len").value_or(0));
   }
+  if (const auto turns = number(s, "turns")) {
+    workload =
+        fmt::format("multiturn, {} conversations x {} turns, user message {} / reply {} tokens",
+                    number(s, "conversations").value_or(0), *turns, s.value("input_len", 0),
+                    s.value("output_len", 0));
+    if (const auto r = number(s, "range_ratio"); r && *r > 0)
+      workload += fmt::format(" (±{:g})", *r);
+    if (const auto sys = number(s, "system_len"); sys && *sys > 0) {
+      workload += fmt::format(", a shared {}-token system prompt", *sys);
+    }
+  }
   std::vector<TableRow> rows = {
       {"server",
        fmt::format("{} ({}, model {})", s.value("url", std::string("?")),
@@ -222,6 +256,11 @@ std::string format_run(const json& run) {
       {"total tokens/s", fixed(number(run, "total_tokens_per_s"), 1)},
       {"prompt tokens", per_request("prompt_tokens")},
       {"output tokens", per_request("output_tokens")},
+      {"cached tokens",
+       number(run, "prefix_hit_rate")
+           ? fmt::format("{} (prefix-cache hit rate {})", run.value("cached_tokens", int64_t{0}),
+                         percent(number(run, "prefix_hit_rate")))
+           : "- (the server reports no usage.prompt_tokens_details.cached_tokens)"},
   };
   if (const auto g = number(run, "goodput_rps")) {
     std::string slos;

@@ -11,7 +11,9 @@
 //
 // Output tokens are the server's usage.completion_tokens, cross-checked by re-tokenizing the
 // received text (a mismatch is counted, not corrected); without usage the tokenizer's count
-// is used and the request counted under usage_missing. A run is written as JSON (one
+// is used and the request counted under usage_missing. The prefix-cache hit rate is the
+// server's usage.prompt_tokens_details.cached_tokens over its prompt tokens, unknown (not 0)
+// when the server reports no cached tokens. A run is written as JSON (one
 // object per run, with per-request columns for CDFs); the tables are made from that JSON, so
 // that saved runs print exactly like fresh ones.
 
@@ -47,6 +49,20 @@ struct RequestFigures {
   int64_t output_tokens = 0;  // the server's usage, else the tokenizer's count
   bool usage_reported = false;
   int64_t tokenizer_tokens = 0;  // the received text re-tokenized
+  // The server's usage.prompt_tokens_details.cached_tokens; nullopt when it sent none.
+  std::optional<int64_t> cached_tokens;
+};
+
+// Prefix-cache hits of some requests: cached / prompt tokens over the completed requests
+// whose server reported cached tokens.
+struct CacheHits {
+  int64_t reported = 0;       // requests that reported cached tokens
+  int64_t cached_tokens = 0;  // their cached tokens
+  int64_t prompt_tokens = 0;  // and their prompt tokens
+
+  void add(const RequestFigures& r);
+  // nullopt when no request reported cached tokens (unknown, not 0).
+  std::optional<double> rate() const;
 };
 
 struct ErrorCount {
@@ -72,6 +88,7 @@ struct RunFigures {
   int64_t usage_missing = 0;           // completed without usage: tokenizer count used
   int64_t token_count_mismatches = 0;  // usage != the tokenizer's count of the text
   int64_t output_len_mismatches = 0;   // output tokens != the max_tokens asked for
+  CacheHits cache_hits;
   std::vector<RequestFigures> requests;
 };
 

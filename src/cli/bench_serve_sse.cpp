@@ -107,6 +107,10 @@ void StreamReader::event(const SseEvent& e, BenchClock::time_point t) {
     const json& usage = chunk["usage"];
     if (auto n = count_field(usage, "prompt_tokens")) trace_.prompt_tokens = n;
     if (auto n = count_field(usage, "completion_tokens")) trace_.completion_tokens = n;
+    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object()) {
+      const json& details = usage["prompt_tokens_details"];
+      if (auto n = count_field(details, "cached_tokens")) trace_.cached_tokens = n;
+    }
   }
   if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty()) {
     return;

@@ -48,6 +48,9 @@ struct StreamTrace {
   std::string text;                                   // all text, concatenated
   std::optional<int64_t> prompt_tokens;               // from the usage chunk
   std::optional<int64_t> completion_tokens;
+  // usage.prompt_tokens_details.cached_tokens (OpenAI, vLLM, tokamak): prompt tokens the
+  // server took from its prefix cache; nullopt when the server does not say.
+  std::optional<int64_t> cached_tokens;
   std::optional<std::string> error;  // an error event, or an event that is not OpenAI's shape
   std::optional<std::string> finish_reason;
   bool done = false;  // "data: [DONE]" arrived

@@ -86,20 +86,30 @@ constexpr FlagHelp kServeFlags[] = {
     {"model", "NAME", "model name sent in requests (default: the first id of GET /v1/models)"},
     {"dataset", "KIND|FILE",
      "random (default): random tokens of exact lengths; prefix-shared: groups sharing a long "
-     "prefix; FILE.jsonl: {\"prompt\"} or {\"messages\"} per line, optional \"output_len\""},
+     "prefix; multiturn: chat conversations, each turn sent with the whole history after the "
+     "previous reply (chat endpoint; per-turn TTFT and prefix-cache hit rate); FILE.jsonl: "
+     "{\"prompt\"} or {\"messages\"} per line, optional \"output_len\""},
     {"num-prompts", "N", "requests per run (default 64, or every line of a dataset file)"},
     {"input-len", "N",
-     "prompt tokens, BOS included (prefix-shared: question tokens) (default 256)"},
+     "prompt tokens, BOS included (prefix-shared: question tokens; multiturn: tokens of each "
+     "user message) (default 256)"},
     {"output-len", "N", "max_tokens of every request, EOS ignored (default 128)"},
     {"range-ratio", "R", "lengths uniform in [L*(1-R), L*(1+R)], R in [0, 1) (default 0)"},
-    {"request-rate", "RPS|inf", "requests/s, Poisson arrivals, or inf: all at once (default inf)"},
-    {"max-concurrency", "N", "most requests in flight (default: no cap)"},
+    {"request-rate", "RPS|inf",
+     "requests/s (multiturn: conversation starts/s), Poisson arrivals, or inf: all at once "
+     "(default inf)"},
+    {"max-concurrency", "N",
+     "most requests in flight (multiturn: conversations in flight) (default: no cap)"},
     {"sweep-concurrency", "N,N,...", "one run per max concurrency, e.g. 1,4,16,32; one table"},
     {"seed", "N", "seed of prompts, lengths and arrivals (default 0)"},
     {"slo-ttft-ms", "MS", "SLO on TTFT for goodput (ms)"},
     {"slo-tpot-ms", "MS", "SLO on TPOT for goodput (ms)"},
     {"prefix-groups", "N", "prefix-shared: groups, each with its own prefix (default 4)"},
     {"prefix-len", "N", "prefix-shared: tokens of each shared prefix (default 1000)"},
+    {"conversations", "N", "multiturn: conversations per run (default 16)"},
+    {"turns", "N", "multiturn: turns (requests) per conversation (default 10)"},
+    {"system-len", "N",
+     "multiturn: tokens of a system prompt all conversations share (default 0: none)"},
     {"tokenizer-model", "GGUF",
      "GGUF file whose tokenizer makes prompts and counts tokens (default: "
      "the default model)"},

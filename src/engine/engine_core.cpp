@@ -342,6 +342,7 @@ void EngineCore::close_sample(Sequence& seq, FinishReason reason, Clock::time_po
   st.finished = true;
   st.metrics.finished = now;
   st.metrics.preemptions = seq.preemptions;
+  st.metrics.cached_prompt_tokens = seq.cached_at_admission.value_or(0);
   last.finish = reason;
   last.metrics = st.metrics;
   scheduler_.finish(&seq);

@@ -41,6 +41,11 @@ struct SampleMetrics {
   Clock::time_point first_token;      // first output token sampled
   Clock::time_point finished;
   std::vector<Clock::time_point> token_times;  // when each output token was sampled
+  // Prompt tokens whose K/V came from the prefix cache when it was first admitted: its
+  // leading cached full blocks, but never the last prompt token (always computed, for its
+  // logits). 0 with the cache off or when it ended before admission. A resumption after
+  // preemption leaves it as it was; forked samples report their parent's.
+  int32_t cached_prompt_tokens = 0;
 };
 
 // One event of one sample's stream: new tokens and the text they complete, and, on the last

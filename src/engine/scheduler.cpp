@@ -93,6 +93,7 @@ bool Scheduler::admit(Sequence* seq, int32_t budget) {
     stats_.prefix_queries += seq->num_tokens();
     stats_.prefix_hits += *hit;
   }
+  if (!seq->cached_at_admission) seq->cached_at_admission = hit.value_or(0);
   waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
   if (opts_.schedule_policy == SchedulePolicy::Lpm) {
     for (Sequence* w : waiting_) {

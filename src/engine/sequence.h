@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct Sequence {
   int32_t n_cached_blocks = 0;
   // Times a later-ranked request was admitted before it (longest-prefix-match scheduling).
   int32_t bypassed = 0;
+  // Prompt tokens its first admission took from the prefix cache (0 with the cache off);
+  // nullopt until admitted. A resumption after preemption does not change it: what the
+  // request was spared on arrival is what clients are told (usage.cached_tokens), not
+  // how much of its own recomputation the cache later saved.
+  std::optional<int32_t> cached_at_admission;
   // Samples still to fork off this one once its prompt is computed (n - 1 for the first
   // sample of a request with n samples, then 0): admission reserves their max_seqs places.
   int32_t forks_pending = 0;

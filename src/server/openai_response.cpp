@@ -71,9 +71,17 @@ int32_t ResponseBuilder::completion_tokens() const {
 }
 
 json ResponseBuilder::usage() const {
+  // OpenAI's shape (vLLM's too): clients compute a prefix-cache hit rate from it.
   return {{"prompt_tokens", prompt_tokens_},
           {"completion_tokens", completion_tokens()},
-          {"total_tokens", prompt_tokens_ + completion_tokens()}};
+          {"total_tokens", prompt_tokens_ + completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+void ResponseBuilder::count_cached(const RequestOutput& output) {
+  if (output.index == 0 && output.finish && output.metrics) {
+    cached_tokens_ += output.metrics->cached_prompt_tokens;
+  }
 }
 
 json ResponseBuilder::logprobs_json(const RequestOutput& output, size_t& text_offset) const {
@@ -161,6 +169,7 @@ std::string ResponseBuilder::stream_event(const RequestOutput& output, int32_t i
   Choice& c = choices_.at(static_cast<size_t>(index));
   c.tokens += static_cast<int32_t>(output.token_ids.size());
   if (output.finish) c.finish = output.finish;
+  count_cached(output);
   if (output.text.empty() && output.logprobs.empty() && !output.finish) return {};
   json choice = {{"index", index}};
   if (request_.endpoint == Endpoint::Chat) {
@@ -197,6 +206,7 @@ void ResponseBuilder::add(const RequestOutput& output, int32_t index) {
   if (request_.params.logprobs) append_logprobs(c, logprobs_json(output, c.text_offset));
   c.text += output.text;
   if (output.finish) c.finish = output.finish;
+  count_cached(output);
 }
 
 std::string ResponseBuilder::body() const {

@@ -48,6 +48,10 @@ class ResponseBuilder {
   int32_t n_choices() const { return static_cast<int32_t>(choices_.size()); }
   int32_t prompt_tokens() const { return prompt_tokens_; }
   int32_t completion_tokens() const;
+  // usage.prompt_tokens_details.cached_tokens: the prompt tokens served from the prefix
+  // cache, summed over the prompts, each counted once (from its first sample: the other
+  // samples share its prompt blocks), as its first sample's final output reports them.
+  int32_t cached_tokens() const { return cached_tokens_; }
 
  private:
   struct Choice {
@@ -64,12 +68,15 @@ class ResponseBuilder {
   void append_logprobs(Choice& choice, const nlohmann::json& part) const;
   nlohmann::json chunk_envelope() const;
   nlohmann::json usage() const;
+  // Takes the cached prompt tokens from a prompt's first sample as it finishes.
+  void count_cached(const RequestOutput& output);
 
   const GenerationRequest& request_;
   const Tokenizer& tokenizer_;
   ResponseIdentity identity_;
   std::vector<Choice> choices_;
   int32_t prompt_tokens_ = 0;
+  int32_t cached_tokens_ = 0;
 };
 
 }  // namespace tokamak::server

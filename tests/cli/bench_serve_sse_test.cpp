@@ -82,10 +82,28 @@ TEST(StreamReaderTest, CompletionChunksUsageAndDone) {
   EXPECT_EQ(t.content_times, (std::vector<BenchClock::time_point>{t0, t0 + 9ms}));
   EXPECT_EQ(t.prompt_tokens, 12);
   EXPECT_EQ(t.completion_tokens, 2);
+  EXPECT_FALSE(t.cached_tokens);  // the server did not say: unknown, not 0
   EXPECT_EQ(t.finish_reason, "length");
   EXPECT_TRUE(t.done);
   EXPECT_FALSE(t.error);
   EXPECT_EQ(t.events, 5);
+}
+
+TEST(StreamReaderTest, CachedTokensFromPromptTokensDetails) {
+  const auto t0 = BenchClock::time_point{} + 1s;
+  StreamReader r;
+  r.feed(
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":2,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n",
+      t0);
+  EXPECT_EQ(r.trace().cached_tokens, 32);
+  StreamReader null_details;  // vLLM without --enable-prompt-tokens-details
+  null_details.feed(
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"prompt_tokens_details\":null}}"
+      "\n\n",
+      t0);
+  EXPECT_EQ(null_details.trace().prompt_tokens, 40);
+  EXPECT_FALSE(null_details.trace().cached_tokens);
 }
 
 TEST(StreamReaderTest, ChatDeltas) {

@@ -11,6 +11,7 @@
 #include "../engine/engine_test_util.h"
 #include "cli/bench_serve_http.h"
 #include "cli/bench_serve_metrics.h"
+#include "cli/bench_serve_turns.h"
 #include "core/error.h"
 #include "server/api_server.h"
 
@@ -34,7 +35,7 @@ class BenchServeEndToEndTest : public ::testing::Test {
     bench_tok_ = Tokenizer::from_gguf(*model_->gguf);
   }
 
-  std::unique_ptr<server::ApiServer> start_server() {
+  std::unique_ptr<server::ApiServer> start_server(bool prefix_caching = true) {
     server::ApiServerOptions opts;
     opts.http.port = 0;
     opts.model_id = "tiny";
@@ -46,6 +47,7 @@ class BenchServeEndToEndTest : public ::testing::Test {
     served.model = std::move(model_->model);
     served.tokenizer = std::move(model_->tok);
     served.engine.kv_budget = KVBudget::tokens(8192);
+    served.engine.prefix_caching = prefix_caching;
     s->attach(std::move(served));
     return s;
   }
@@ -167,6 +169,172 @@ TEST_F(BenchServeEndToEndTest, ServerStoppingMidRunEndsTheRunWithFailures) {
   EXPECT_EQ(run["completed"].get<int>() + run["failed"].get<int>(), 20);
   EXPECT_GT(run["failed"].get<int>(), 0);
   EXPECT_FALSE(run["errors"].empty());
+}
+
+// --dataset multiturn: conversations sent turn by turn, each turn after the previous reply,
+// with the whole history; per-turn figures from the server's cached-token counts.
+TEST_F(BenchServeEndToEndTest, MultiTurnConversationsAgainstTokamak) {
+  auto server = start_server();
+  ServeBenchConfig c = config(server->port(), 1);
+  c.endpoint = ApiEndpoint::Chat;
+  c.dataset.kind = DatasetKind::MultiTurn;
+  c.dataset.num_prompts.reset();
+  c.dataset.conversations = 3;
+  c.dataset.turns = 4;
+  c.dataset.input_len = 20;
+  c.dataset.output_len = 6;
+  c.max_concurrency = 2;
+  const std::vector<json> runs = serve_bench_runs(c, *bench_tok_);
+  ASSERT_EQ(runs.size(), 1u);
+  const json& run = runs[0];
+  EXPECT_EQ(run["completed"], 12) << run["errors"].dump();
+  EXPECT_EQ(run["output_tokens"], 12 * 6);
+  EXPECT_EQ(run["output_len_mismatches"], 0);
+  EXPECT_EQ(run["peak_concurrency"], 2);  // conversations in flight
+  EXPECT_EQ(run["settings"]["dataset"], "multiturn");
+  EXPECT_EQ(run["settings"]["num_prompts"], 12);
+  EXPECT_EQ(run["settings"]["turns"], 4);
+
+  // Per conversation: turn k + 1 is sent after turn k's reply ended, and its prompt holds
+  // turn k's prompt, reply and a new message.
+  const json& req = run["requests"];
+  ASSERT_EQ(req["turn"].size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(req["conversation"][i], i / 4);
+    EXPECT_EQ(req["turn"][i], i % 4 + 1);
+    ASSERT_TRUE(req["cached_tokens"][i].is_number()) << "tokamak reports cached tokens";
+    if (i % 4 == 0) continue;
+    EXPECT_GE(req["start_ms"][i].get<double>(),
+              req["start_ms"][i - 1].get<double>() + req["e2e_ms"][i - 1].get<double>() - 1e-6);
+    EXPECT_GT(req["prompt_tokens"][i].get<int>(), req["prompt_tokens"][i - 1].get<int>() + 20);
+    // Everything of the previous turn's prompt, in whole blocks, at most, came from the cache.
+    EXPECT_GT(req["cached_tokens"][i].get<int>(), 0) << i;
+    EXPECT_LE(req["cached_tokens"][i].get<int>(), req["prompt_tokens"][i - 1].get<int>() + 6);
+  }
+
+  const json& turns = run["turns"];
+  ASSERT_EQ(turns.size(), 4u);
+  double last_prompt = 0;
+  for (size_t t = 0; t < 4; ++t) {
+    EXPECT_EQ(turns[t]["turn"], t + 1);
+    EXPECT_EQ(turns[t]["completed"], 3);
+    EXPECT_EQ(turns[t]["failed"], 0);
+    EXPECT_EQ(turns[t]["ttft_ms"]["count"], 3);
+    EXPECT_GT(turns[t]["prompt_tokens_mean"].get<double>(), last_prompt);
+    last_prompt = turns[t]["prompt_tokens_mean"].get<double>();
+    ASSERT_TRUE(turns[t]["prefix_hit_rate"].is_number());
+    if (t > 0) EXPECT_GT(turns[t]["prefix_hit_rate"].get<double>(), 0) << t;
+  }
+  // By the last turn most of the prompt is history.
+  EXPECT_GT(turns[3]["prefix_hit_rate"].get<double>(), 0.4);
+  EXPECT_TRUE(run["prefix_hit_rate"].is_number());
+  const std::string table = format_turns(run);
+  EXPECT_NE(table.find("hit rate"), std::string::npos);
+  EXPECT_NE(format_run(run).find("multiturn, 3 conversations x 4 turns"), std::string::npos)
+      << format_run(run);
+}
+
+// With the server's prefix cache off the hit rate is known and 0, not unknown.
+TEST_F(BenchServeEndToEndTest, MultiTurnWithoutAPrefixCacheReportsZeroHits) {
+  auto server = start_server(/*prefix_caching=*/false);
+  ServeBenchConfig c = config(server->port(), 1);
+  c.endpoint = ApiEndpoint::Chat;
+  c.dataset.kind = DatasetKind::MultiTurn;
+  c.dataset.num_prompts.reset();
+  c.dataset.conversations = 2;
+  c.dataset.turns = 2;
+  const json run = serve_bench_runs(c, *bench_tok_).at(0);
+  EXPECT_EQ(run["completed"], 4) << run["errors"].dump();
+  for (const json& t : run["turns"]) EXPECT_EQ(t["prefix_hit_rate"], 0.0);
+  EXPECT_EQ(run["cached_tokens"], 0);
+}
+
+// A failed turn ends its conversation: later turns cannot be made without its reply.
+TEST_F(BenchServeEndToEndTest, MultiTurnFailureEndsTheConversation) {
+  auto server = start_server();
+  ServeBenchConfig c = config(server->port(), 1);
+  c.model = "no-such-model";
+  c.endpoint = ApiEndpoint::Chat;
+  c.dataset.kind = DatasetKind::MultiTurn;
+  c.dataset.num_prompts.reset();
+  c.dataset.conversations = 2;
+  c.dataset.turns = 3;
+  const json run = serve_bench_runs(c, *bench_tok_).at(0);
+  EXPECT_EQ(run["failed"], 2);
+  EXPECT_EQ(run["completed"], 0);
+  EXPECT_EQ(run["turns"][0]["failed"], 2);
+  EXPECT_EQ(run["turns"][1]["failed"], 0);
+  EXPECT_EQ(run["turns"][1]["completed"], 0);
+  EXPECT_TRUE(run["turns"][0]["prefix_hit_rate"].is_null());
+}
+
+// run_chains: a chain's next body is asked for only once its previous request completed,
+// with every earlier record; at most max_concurrency chains run at once.
+TEST_F(BenchServeEndToEndTest, ChainsSendEachRequestAfterThePreviousReply) {
+  auto server = start_server();
+  ClientOptions client;
+  client.url = parse_url("http://127.0.0.1:" + std::to_string(server->port()));
+  client.timeout = 30s;
+  ChainPlan plan;
+  plan.target = "/v1/completions";
+  plan.arrival_s.assign(3, 0.0);
+  plan.max_concurrency = 2;
+  std::vector<std::vector<std::string>> seen(3);  // the replies each call was given
+  std::vector<size_t> calls(3, 0);
+  plan.next = [&](size_t c, std::span<const RequestRecord> done) -> std::optional<std::string> {
+    EXPECT_EQ(done.size(), calls[c]++) << "chain " << c << " skipped or repeated a step";
+    for (const RequestRecord& r : done) EXPECT_TRUE(r.ok()) << *r.failure;
+    if (!done.empty()) {
+      EXPECT_LE(done.back().ended, BenchClock::now());
+      seen[c].push_back(done.back().trace.text);
+    }
+    if (done.size() == 3) return std::nullopt;
+    return json{{"model", "tiny"},
+                {"prompt", "chain " + std::to_string(c)},
+                {"max_tokens", 3},
+                {"ignore_eos", true},
+                {"stream", true}}
+        .dump();
+  };
+  const ChainResult result = run_chains(client, plan);
+  EXPECT_EQ(calls, std::vector<size_t>(3, 4));  // 3 requests, then the end of each chain
+  EXPECT_EQ(result.peak_in_flight, 2);
+  ASSERT_EQ(result.chains.size(), 3u);
+  for (size_t c = 0; c < 3; ++c) {
+    ASSERT_EQ(result.chains[c].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_TRUE(result.chains[c][k].ok());
+      EXPECT_EQ(seen[c][k], result.chains[c][k].trace.text);
+      if (k > 0) EXPECT_GE(result.chains[c][k].sent, result.chains[c][k - 1].ended);
+    }
+  }
+}
+
+TEST(BenchServeFlagsTest, MultiTurn) {
+  const ServeBenchConfig c = serve_config_from_flags(
+      {{"dataset", "multiturn"}, {"turns", "5"}, {"conversations", "3"}, {"system-len", "40"}});
+  EXPECT_EQ(c.dataset.kind, DatasetKind::MultiTurn);
+  EXPECT_EQ(c.endpoint, ApiEndpoint::Chat);  // chat without being asked
+  EXPECT_EQ(c.dataset.turns, 5);
+  EXPECT_EQ(c.dataset.conversations, 3);
+  EXPECT_EQ(c.dataset.system_len, 40);
+  const ServeBenchConfig d = serve_config_from_flags({{"dataset", "multiturn"}});
+  EXPECT_EQ(d.dataset.turns, 10);
+  EXPECT_EQ(d.dataset.system_len, 0);
+  const auto error_of = [](const FlagValues& f) -> std::string {
+    try {
+      serve_config_from_flags(f);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of({{"dataset", "multiturn"}, {"endpoint", "completions"}}),
+            "--dataset multiturn sends chat histories: use --endpoint chat");
+  EXPECT_EQ(error_of({{"dataset", "multiturn"}, {"num-prompts", "8"}}),
+            "--dataset multiturn sends --conversations x --turns requests: drop --num-prompts");
+  EXPECT_EQ(error_of({{"turns", "0"}}), "--turns must be at least 1");
+  EXPECT_EQ(error_of({{"system-len", "-1"}}), "--system-len must be at least 0");
 }
 
 TEST(BenchServeFlagsTest, DefaultsAndValues) {

@@ -195,6 +195,63 @@ TEST(PrefixCacheEngineCounts, HitsAndComputedTokensAddUp) {
   test::expect_all_free(core);
 }
 
+// What each request is told it was spared (SampleMetrics::cached_prompt_tokens, the server's
+// usage.prompt_tokens_details.cached_tokens): the prompt tokens its admission took from the
+// cache.
+TEST(PrefixCacheEngineCounts, EachRequestReportsItsCachedPromptTokens) {
+  auto m = test::load_synthetic(test::small_spec());
+  const int32_t vocab = m->tok->n_vocab();
+  EngineCore core(*m->model, *m->tok, test::roomy_options());
+  EngineCore off(*m->model, *m->tok, test::no_cache_options());
+  const auto prompt = test::random_prompt(31, 48, vocab);  // 3 full blocks of 16
+  const auto cached = [](const test::SampleResult& r) {
+    EXPECT_TRUE(r.metrics.has_value());
+    return r.metrics ? r.metrics->cached_prompt_tokens : -1;
+  };
+  EXPECT_EQ(cached(test::run_alone(core, make_request(prompt, greedy(6)), 1)), 0);
+  // Cached whole: the last token is computed again for its logits.
+  EXPECT_EQ(cached(test::run_alone(core, make_request(prompt, greedy(6)), 2)), 47);
+  // Two more tokens: the 3 full blocks come from the cache, the partial fourth does not.
+  auto longer = prompt;
+  longer.insert(longer.end(), {5, 6});
+  EXPECT_EQ(cached(test::run_alone(core, make_request(longer, greedy(6)), 3)), 48);
+  // A different first token: nothing matches.
+  auto other = prompt;
+  other[0] = (other[0] + 1) % vocab;
+  EXPECT_EQ(cached(test::run_alone(core, make_request(other, greedy(6)), 4)), 0);
+  // n = 3: the forked samples share the first sample's prompt blocks and report its count.
+  test::DriveResult r = test::drive(core, {{0, 5, make_request(longer, greedy(6), 3)}});
+  ASSERT_TRUE(r.completed);
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(cached(r.log.at(5, i)), 48) << "sample " << i;
+  // Without the cache nothing is ever reused.
+  for (const uint64_t id : {uint64_t{6}, uint64_t{7}}) {
+    EXPECT_EQ(cached(test::run_alone(off, make_request(prompt, greedy(6)), id)), 0);
+  }
+  test::expect_all_free(core);
+  test::expect_all_free(off);
+}
+
+// A request preempted and recomputed reports what its first admission got, not what its
+// resumption found of its own blocks in the cache.
+TEST(PrefixCacheEngineCounts, PreemptedRequestKeepsItsFirstAdmissionCount) {
+  auto m = test::load_synthetic(test::small_spec());
+  const int32_t vocab = m->tok->n_vocab();
+  EngineOptions o = test::roomy_options();
+  o.kv_budget = KVBudget::tokens(6 * 16);  // two requests of 32 + 40 tokens cannot both fit
+  o.preemption = PreemptionMode::Recompute;
+  EngineCore core(*m->model, *m->tok, o);
+  test::DriveResult r =
+      test::drive(core, {{0, 1, make_request(test::random_prompt(41, 32, vocab), greedy(40))},
+                         {0, 2, make_request(test::random_prompt(42, 32, vocab), greedy(40))}});
+  ASSERT_TRUE(r.completed);
+  const SampleMetrics& later = *r.log.at(2, 0).metrics;
+  ASSERT_GT(later.preemptions, 0) << "the setting no longer preempts: the test checks nothing";
+  EXPECT_GT(core.stats().prefix_cache_hits, 0) << "its resumption found nothing cached";
+  EXPECT_EQ(later.cached_prompt_tokens, 0);
+  EXPECT_EQ(r.log.at(1, 0).metrics->cached_prompt_tokens, 0);
+  test::expect_all_free(core);
+}
+
 // A pool of 8 blocks: request after request, cached blocks are evicted (least recently
 // used first) to make room, never preempting, and the outputs stay the same.
 TEST(PrefixCacheEngineCounts, EvictsUnderATinyPool) {

@@ -73,8 +73,40 @@ TEST_F(OpenAIResponseTest, WholeCompletion) {
   EXPECT_EQ(body["choices"][1]["index"], 1);
   EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 3},
+                                 {"completion_tokens", 4},
+                                 {"total_tokens", 7},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
+}
+
+// usage.prompt_tokens_details.cached_tokens: each prompt's count once, from its first
+// sample's final output (the other samples share its prompt blocks), whole and streamed.
+TEST_F(OpenAIResponseTest, CachedTokensCountEachPromptOnce) {
+  const auto finished = [](int32_t index, int32_t cached) {
+    RequestOutput o = output(index, {7}, "x", FinishReason::Length);
+    o.metrics = SampleMetrics{};
+    o.metrics->cached_prompt_tokens = cached;
+    return o;
+  };
+  auto req = request(Endpoint::Completions, 2, 2);
+  ResponseBuilder whole(req, *model_->tok, identity_);
+  whole.add(output(0, {5}, "y"), 0);
+  whole.add(finished(0, 32), 0);
+  whole.add(finished(1, 32), 1);
+  whole.add(finished(1, 99), 3);  // the second prompt's sample 1: not counted
+  whole.add(finished(0, 16), 2);
+  EXPECT_EQ(whole.cached_tokens(), 48);
+  EXPECT_EQ(json::parse(whole.body())["usage"]["prompt_tokens_details"]["cached_tokens"], 48);
+
+  auto chat = request(Endpoint::Chat);
+  chat.include_usage = true;
+  ResponseBuilder streamed(chat, *model_->tok, identity_);
+  streamed.stream_start();
+  streamed.stream_event(output(0, {5}, "y"), 0);
+  streamed.stream_event(finished(0, 2), 0);
+  const auto usage = events(streamed.stream_usage());
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0]["usage"]["prompt_tokens_details"], json({{"cached_tokens", 2}}));
 }
 
 TEST_F(OpenAIResponseTest, PromptsTimesNChoicesCountPromptsOnce) {

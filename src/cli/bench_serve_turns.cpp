@@ -60,15 +60,15 @@ json turns_json(std::span<const TurnFigures> turns) {
   json out = json::array();
   for (const TurnFigures& t : turns) {
     const CacheHits& h = t.cache_hits;
-    const std::optional<double> cached_mean =
-        h.reported > 0 ? std::optional(static_cast<double>(h.cached_tokens) / h.reported)
-                       : std::nullopt;
+    // null when no response reported its cached tokens (a peer without the field)
+    const json cached_mean =
+        h.reported > 0 ? json(static_cast<double>(h.cached_tokens) / h.reported) : json(nullptr);
     out.push_back({{"turn", t.turn},
                    {"completed", t.completed},
                    {"failed", t.failed},
                    {"ttft_ms", to_json(t.ttft_ms)},
                    {"prompt_tokens_mean", nullable(t.prompt_tokens_mean)},
-                   {"cached_tokens_mean", nullable(cached_mean)},
+                   {"cached_tokens_mean", cached_mean},
                    {"prefix_hit_rate", nullable(h.rate())}});
   }
   return out;

@@ -223,7 +223,9 @@ TEST_F(BenchServeEndToEndTest, MultiTurnConversationsAgainstTokamak) {
     EXPECT_GT(turns[t]["prompt_tokens_mean"].get<double>(), last_prompt);
     last_prompt = turns[t]["prompt_tokens_mean"].get<double>();
     ASSERT_TRUE(turns[t]["prefix_hit_rate"].is_number());
-    if (t > 0) EXPECT_GT(turns[t]["prefix_hit_rate"].get<double>(), 0) << t;
+    if (t > 0) {
+      EXPECT_GT(turns[t]["prefix_hit_rate"].get<double>(), 0) << t;
+    }
   }
   // By the last turn most of the prompt is history.
   EXPECT_GT(turns[3]["prefix_hit_rate"].get<double>(), 0.4);
@@ -305,7 +307,9 @@ TEST_F(BenchServeEndToEndTest, ChainsSendEachRequestAfterThePreviousReply) {
     for (size_t k = 0; k < 3; ++k) {
       EXPECT_TRUE(result.chains[c][k].ok());
       EXPECT_EQ(seen[c][k], result.chains[c][k].trace.text);
-      if (k > 0) EXPECT_GE(result.chains[c][k].sent, result.chains[c][k - 1].ended);
+      if (k > 0) {
+        EXPECT_GE(result.chains[c][k].sent, result.chains[c][k - 1].ended);
+      }
     }
   }
 }

@@ -33,8 +33,8 @@ size_t parse_swap_space(const std::string& text) {
 
 // validate() names options by their field ("block_size must be ..."); users know the flag.
 std::string name_flag(const std::string& problem) {
-  for (const char* field :
-       {"block_size", "max_batched_tokens", "max_seqs", "max_model_len", "lpm_max_bypass"}) {
+  for (const char* field : {"block_size", "max_batched_tokens", "max_seqs", "max_model_len",
+                            "lpm_max_bypass", "kv_window", "kv_sink"}) {
     const std::string prefix = std::string(field) + " ";
     if (problem.starts_with(prefix)) {
       std::string flag = "--" + std::string(field);
@@ -83,6 +83,14 @@ void EngineFlags::add_to(CLI::App& cmd) {
                  "order of admission among waiting requests: fcfs | lpm (longest cached "
                  "prefix first)")
       ->capture_default_str();
+  cmd.add_option("--kv-window", kv_window,
+                 "keep only the last N tokens of each sequence (plus --kv-sink first ones) in the "
+                 "KV cache, sliding as it grows, so generations may run past the context "
+                 "(StreamingLLM); 0 = off")
+      ->capture_default_str();
+  cmd.add_option("--kv-sink", kv_sink,
+                 "with --kv-window: leading tokens always kept (attention sinks; whole blocks)")
+      ->capture_default_str();
   cmd.add_option("--lpm-max-bypass", lpm_max_bypass,
                  "with --schedule-policy lpm: a request overtaken this many times goes first")
       ->capture_default_str();
@@ -128,6 +136,8 @@ EngineOptions EngineFlags::engine_options() const {
     throw Error("--schedule-policy lpm needs the prefix cache (drop --no-prefix-cache)");
   }
   opts.lpm_max_bypass = lpm_max_bypass;
+  opts.kv_window = kv_window;
+  opts.kv_sink = kv_sink;
   if (!swap_space.empty()) {
     if (opts.preemption != PreemptionMode::Swap) {
       throw Error("--swap-space is used only with --preemption swap");
@@ -178,6 +188,12 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
       opts.chunked_prefill ? "on" : "off", preemption_mode_name(opts.preemption),
       opts.prefix_caching ? "on" : "off", schedule_policy_name(opts.schedule_policy),
       resolved_threads(n_threads));
+  if (opts.kv_window > 0) {
+    out += fmt::format(
+        "KV window: {} sink tokens + the last {} tokens per sequence (positions in the cache); "
+        "sequences may grow past max model len\n",
+        (opts.kv_sink + kv.block_size() - 1) / kv.block_size() * kv.block_size(), opts.kv_window);
+  }
   return out;
 }
 

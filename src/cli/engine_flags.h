@@ -33,6 +33,8 @@ struct EngineFlags {
   bool no_prefix_cache = false;
   std::string schedule_policy = "fcfs";
   int32_t lpm_max_bypass = 16;
+  int32_t kv_window = 0;
+  int32_t kv_sink = 4;
 
   void add_to(CLI::App& cmd);
   // The options these flags ask for, validated (validate(EngineOptions) included). Throws

@@ -97,7 +97,9 @@ std::optional<int32_t> BlockManager::match_prefix(Sequence& seq) {
 }
 
 void BlockManager::cache_full_blocks(Sequence& seq) {
-  if (!prefix_) return;
+  // After a KV window dropped tokens, the K/V left were computed with context that is gone:
+  // they are not what these tokens would give from the start, so they must never be shared.
+  if (!prefix_ || seq.n_evicted > 0) return;
   const int32_t bs = block_size();
   const int32_t full = seq.n_computed / bs;
   if (full <= seq.n_cached_blocks) return;
@@ -135,6 +137,39 @@ void BlockManager::free(Sequence& seq) {
   seq.block_table.clear();
   drop_lock(seq);
   drop_swapped(seq);
+}
+
+bool BlockManager::make_block_exclusive(Sequence& seq, int32_t index) {
+  assert(index >= 0 && static_cast<size_t>(index) < seq.block_table.size());
+  BlockPool& pool = kv_.pool();
+  int32_t& block = seq.block_table[static_cast<size_t>(index)];
+  if (pool.ref_count(block) == 1) return true;
+  if (n_available() < 1) return false;
+  if (pool.n_free() < 1) prefix_->evict(1);
+  const int32_t copy = *pool.allocate();
+  kv_.copy_block(block, copy);
+  pool.release(block);
+  block = copy;
+  return true;
+}
+
+void BlockManager::drop_blocks(Sequence& seq, int32_t first, int32_t count) {
+  assert(first >= 0 && count >= 0 && size_t(first) + size_t(count) <= seq.block_table.size());
+  if (count == 0) return;
+  const auto begin = seq.block_table.begin() + first;
+  kv_.pool().release(std::span<const int32_t>(&*begin, static_cast<size_t>(count)));
+  seq.block_table.erase(begin, begin + count);
+  // The table still follows the cached path for its first `first` blocks at most: the lock
+  // moves up to that node (a cached block seq still holds must stay locked).
+  if (prefix_ && seq.cache_node != nullptr && seq.n_cached_blocks > first) {
+    PrefixNode* keep = seq.cache_node;
+    int32_t depth = seq.n_cached_blocks;
+    for (; depth > first; --depth) keep = keep->parent;
+    if (depth > 0) prefix_->lock(keep);
+    prefix_->unlock(seq.cache_node);
+    seq.cache_node = depth > 0 ? keep : nullptr;
+    seq.n_cached_blocks = depth;
+  }
 }
 
 void BlockManager::share(const Sequence& parent, Sequence& child) {

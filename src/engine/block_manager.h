@@ -69,6 +69,12 @@ class BlockManager {
   // Drops seq's blocks (its table becomes empty) and its prefix-cache lock; its cached
   // blocks stay cached until evicted.
   void free(Sequence& seq);
+  // The KV window (engine/kv_window.h): gives seq its own copy of table entry `index` when
+  // others share it (false, with nothing changed, when no block is available), and drops
+  // `count` entries from `first` on (seq's prefix-cache lock moves up to cover at most its
+  // first `first` blocks, the part of its table that still follows a cached path).
+  bool make_block_exclusive(Sequence& seq, int32_t index);
+  void drop_blocks(Sequence& seq, int32_t first, int32_t count);
   // child gets parent's blocks (one more owner each); child's table must be empty.
   void share(const Sequence& parent, Sequence& child);
   // Copies seq's blocks to host memory and frees them; n_computed is kept. Returns false

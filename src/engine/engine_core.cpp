@@ -66,6 +66,22 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, const EngineOpt
   max_model_len_ = static_cast<int32_t>(
       std::min<int64_t>(opts.max_model_len > 0 ? opts.max_model_len : hp.n_ctx_train, pool_tokens));
   if (max_model_len_ < 2) throw Error("engine: the KV pool holds fewer than 2 tokens");
+  if (opts.kv_window > 0) {
+    window_.emplace(opts.kv_window, opts.kv_sink, opts.block_size);
+    // Cache positions never pass what one sequence's cache can hold; they must stay inside
+    // the trained context, and one such sequence must fit in the pool.
+    const int64_t cap = window_->max_cache_tokens(opts.max_batched_tokens);
+    if (cap > hp.n_ctx_train) {
+      throw Error("engine: kv_sink + kv_window + max_batched_tokens + a block = " +
+                  std::to_string(cap) + " tokens exceed the model's training context " +
+                  std::to_string(hp.n_ctx_train) + "; lower --kv-window");
+    }
+    if (cap > pool_tokens) {
+      throw Error("engine: one sequence's window (" + std::to_string(cap) +
+                  " tokens with a step and a block) does not fit the KV pool of " +
+                  std::to_string(pool_tokens) + " tokens");
+    }
+  }
   fork_logits_.resize(static_cast<size_t>(hp.n_vocab));
   fork_row_.resize(static_cast<size_t>(hp.n_vocab));
   workspace_.reserve(hp.n_vocab);
@@ -97,6 +113,16 @@ void EngineCore::check_request(const Request& r) const {
                                              std::to_string(opts_.max_seqs));
   }
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  if (window_) {
+    // Any length: the window slides through a long prompt chunk by chunk.
+    if (!opts_.chunked_prefill && prompt > opts_.max_batched_tokens) {
+      throw RejectedRequest(Kind::TooLong, "the prompt has " + std::to_string(prompt) +
+                                               " tokens; without chunked prefill at most " +
+                                               std::to_string(opts_.max_batched_tokens) +
+                                               " (max_batched_tokens) are accepted");
+    }
+    return;
+  }
   if (prompt >= max_model_len_) {
     throw RejectedRequest(Kind::TooLong, "the prompt has " + std::to_string(prompt) +
                                              " tokens; the context holds " +
@@ -150,8 +176,11 @@ void EngineCore::add_request(uint64_t id, Request request, Clock::time_point arr
 std::unique_ptr<SampleState> EngineCore::new_sample_state(const RequestState& req,
                                                           const Sequence& seq,
                                                           int32_t index) const {
-  const int32_t room = max_model_len_ - seq.n_prompt;
-  const int32_t max_tokens = std::min(req.params.max_tokens.value_or(room), room);
+  // With a KV window the context does not run out: max_tokens as asked (the context's worth
+  // when not given).
+  const int32_t room = window_ ? max_model_len_ : max_model_len_ - seq.n_prompt;
+  const int32_t max_tokens = window_ ? req.params.max_tokens.value_or(room)
+                                     : std::min(req.params.max_tokens.value_or(room), room);
   auto st = std::make_unique<SampleState>(
       params_of_sample(req.params, index), model_.hparams().n_vocab,
       std::span(seq.tokens).first(seq.n_prompt), tokenizer_, max_tokens);
@@ -180,6 +209,11 @@ bool EngineCore::step(std::vector<RequestOutput>& out) {
   std::move(pending_.begin(), pending_.end(), std::back_inserter(out));
   pending_.clear();
 
+  if (window_) {
+    for (Sequence* seq : scheduler_.running()) {
+      stats_.kv_window_dropped_tokens += window_->slide(*seq, blocks_, model_);
+    }
+  }
   const StepPlan& plan = scheduler_.schedule();
   if (plan.empty()) return did;
   const auto start = Clock::now();

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "engine/block_manager.h"
 #include "engine/engine_options.h"
+#include "engine/kv_window.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -62,8 +63,9 @@ struct EngineStats {
   // Prefix cache, in tokens: prompt (and resumed) tokens looked up, and found cached.
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
-  int32_t last_step_tokens = 0;  // batch size of the last step, in tokens
-  int32_t last_step_seqs = 0;    // and in sequences
+  int64_t kv_window_dropped_tokens = 0;  // tokens the KV window slid out of sequences
+  int32_t last_step_tokens = 0;          // batch size of the last step, in tokens
+  int32_t last_step_seqs = 0;            // and in sequences
 };
 
 // One KV block as the dashboard's block map shows it.
@@ -106,7 +108,10 @@ class EngineCore {
   void clear_prefix_cache();
 
   const EngineOptions& options() const { return opts_; }
+  // Prompt + output tokens per sequence; with a KV window (sliding_window()), only the
+  // default cap of max_tokens: sequences may grow past it.
   int32_t max_model_len() const { return max_model_len_; }
+  bool sliding_window() const { return window_.has_value(); }
   const PagedKVCache& kv_cache() const { return kv_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Model& model() const { return model_; }
@@ -144,6 +149,7 @@ class EngineCore {
   Scheduler scheduler_;
   ModelRunner runner_;
   int32_t max_model_len_ = 0;
+  std::optional<KVWindow> window_;  // opts.kv_window > 0
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::vector<uint64_t> finished_requests_;  // erased at the end of a step
   std::vector<RequestOutput> pending_;       // made by cancel(), handed out by step()

@@ -17,6 +17,10 @@ std::optional<std::string> validate(const EngineOptions& o) {
   if (auto e = range("max_model_len", o.max_model_len, 0, 1 << 24)) return e;
   if (auto e = range("lpm_max_bypass", o.lpm_max_bypass, 0, 1 << 20)) return e;
   if (o.max_waiting < 1) return std::string("max_waiting must be at least 1");
+  if (o.kv_window != 0) {
+    if (auto e = range("kv_window", o.kv_window, o.block_size, 1 << 24)) return e;
+    if (auto e = range("kv_sink", o.kv_sink, 0, 1 << 20)) return e;
+  }
   return std::nullopt;
 }
 

@@ -27,8 +27,8 @@ enum class SchedulePolicy {
 };
 
 struct EngineOptions {
-  int32_t block_size = 16;  // tokens per KV block
-  KVBudget kv_budget;       // how many blocks the pool gets (default 25% of free memory)
+  int32_t block_size = 16;          // tokens per KV block
+  KVBudget kv_budget;               // how many blocks the pool gets (default 25% of free memory)
   KVDType kv_dtype = KVDType::F16;  // element type of the pool (core/kv_dtype.h)
   // Most tokens computed in one step (decode tokens + prefill chunks). Must not exceed the
   // model's max_batch_tokens. With chunked prefill off, also the longest prompt accepted.
@@ -48,6 +48,10 @@ struct EngineOptions {
   bool prefix_caching = true;
   SchedulePolicy schedule_policy = SchedulePolicy::Fcfs;
   int32_t lpm_max_bypass = 16;  // starvation bound of SchedulePolicy::Lpm
+  // Sliding KV window (engine/kv_window.h): > 0 keeps only the first kv_sink tokens and the
+  // last kv_window of each sequence, so prompts and generations may exceed the context.
+  int32_t kv_window = 0;
+  int32_t kv_sink = 4;
   static constexpr size_t kLpmMaxWaiting = 128;
 };
 

@@ -18,6 +18,7 @@ std::unique_ptr<Sequence> Sequence::fork(int32_t new_index) const {
   child->tokens = tokens;
   child->n_prompt = n_prompt;
   child->n_computed = n_computed;
+  child->n_evicted = n_evicted;
   child->cached_at_admission = cached_at_admission;  // it shares the parent's prompt blocks
   return child;
 }

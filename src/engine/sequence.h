@@ -29,10 +29,15 @@ struct Sequence {
   uint64_t arrival = 0;  // submission order, shared by the samples of a request
 
   SeqState state = SeqState::Waiting;
-  std::vector<int32_t> tokens;  // prompt, then output tokens
-  int32_t n_prompt = 0;
+  std::vector<int32_t> tokens;       // prompt, then output tokens
+  int32_t n_prompt = 0;              // prompt tokens still in `tokens`
   int32_t n_computed = 0;            // leading tokens whose K/V are in the cache
   std::vector<int32_t> block_table;  // blocks holding tokens [0, n_computed + scheduled)
+
+  // KV window (engine/kv_window.h): tokens dropped from after the attention sink, and from
+  // `tokens` with them, so that `tokens` is always what the cache holds (then what is to be
+  // computed) and a token's index there is its position. 0 without a window.
+  int32_t n_evicted = 0;
 
   // Swap preemption: the K/V of the blocks it had, in host memory.
   std::vector<uint8_t> swapped_kv;

@@ -66,6 +66,13 @@ class Model {
   // the batch. Allocates nothing. Throws Error for a
   // batch that validate_ragged_batch rejects.
   virtual void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) = 0;
+
+  // Re-rotates the keys of rows [first_row, first_row + n_rows) of the listed blocks (a
+  // sequence's table, block_size rows each) from their positions p to p + delta, in every
+  // layer (Ops::shift_paged_k): what a sliding KV window needs after dropping tokens before
+  // them, so that positions stay those in the cache (StreamingLLM).
+  virtual void shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks,
+                                  int32_t first_row, int32_t n_rows, int32_t delta) = 0;
 };
 
 }  // namespace tokamak

@@ -245,6 +245,35 @@ void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const in
   });
 }
 
+void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks,
+                           int32_t first_row, int32_t n_rows, int32_t delta,
+                           const RopeParams& rope) {
+  assert(kv.k != nullptr && kv.block_size > 0 && first_row >= 0 && n_rows >= 0);
+  assert(int64_t{first_row} + n_rows <= int64_t{kv.block_size} * int64_t(blocks.size()));
+  assert(rope.n_rot > 0 && rope.n_rot % 2 == 0 && rope.n_rot <= kv.head_dim_k &&
+         rope.n_rot <= cpu::kMaxHeadDim);
+  const int32_t dk = kv.head_dim_k;
+  const cpu::RopeConfig cfg{rope.n_rot, rope.freq_base, rope.freq_scale};
+  float cos_sin[cpu::kMaxHeadDim];
+  cpu::rope_cos_sin(cfg, delta, cos_sin);
+  const int64_t items = int64_t{n_rows} * kv.n_head_kv;  // (row, head)
+  for_rows(items, int64_t{dk} * 16, [&](int64_t i0, int64_t i1) {
+    float row[cpu::kMaxHeadDim];
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto r = static_cast<int32_t>(first_row + i / kv.n_head_kv);
+      const auto h = static_cast<int32_t>(i % kv.n_head_kv);
+      const int32_t block = blocks[static_cast<size_t>(r / kv.block_size)];
+      assert(block >= 0 && block < kv.n_blocks);
+      const int32_t offset = r % kv.block_size;
+      uint8_t* tile = kv.k_tile(block, h);
+      uint8_t* scales = kv.k_tile_scales(block, h);
+      cpu::kv_decode_row(kv.dtype, tile, scales, dk, offset, row);
+      cpu::rope_apply(row, 1, dk, rope.n_rot, cos_sin);
+      cpu::kv_write_row(kv.dtype, row, dk, tile, scales, offset);
+    }
+  });
+}
+
 void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
                              std::span<const SeqAttention> seqs, const AttentionParams& p,
                              const Tensor& out) {

@@ -71,6 +71,15 @@ class Ops {
   virtual void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                               const PagedKVView& kv) = 0;
 
+  // Moves cached keys by `delta` positions: rows [first_row, first_row + n_rows) of the
+  // blocks listed (in order, block_size rows each) have their keys, RoPE'd at position p,
+  // re-rotated to p + delta (rotations compose: R(delta) R(p) = R(p + delta)), for every KV
+  // head, decoded and encoded again in the cache's dtype. Values carry no position and are
+  // left alone. The KV window (engine/kv_window.h) uses it after dropping tokens.
+  virtual void shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks,
+                             int32_t first_row, int32_t n_rows, int32_t delta,
+                             const RopeParams& rope) = 0;
+
   // Causal attention of a ragged batch over the paged cache, with an online softmax (no
   // score matrix: memory does not grow with the context). q (t, n_head, head_dim_k) F32 holds
   // every sequence's queries at the rows its SeqAttention names (the seqs cover disjoint row

@@ -137,7 +137,8 @@ void ApiServer::attach(ServedModel served) {
   b->context = {.tokenizer = b->served.tokenizer.get(),
                 .chat = b->chat ? &*b->chat : nullptr,
                 .model_id = opts_.model_id,
-                .max_model_len = b->engine->core().max_model_len()};
+                .max_model_len = b->engine->core().max_model_len(),
+                .sliding_window = b->engine->core().sliding_window()};
   backend_ = std::move(b);
   ready_.store(backend_.get());
 }

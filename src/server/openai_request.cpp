@@ -236,6 +236,7 @@ void check_sizes(GenerationRequest& r, const ModelContext& model) {
     invalid(param, *error);
   }
   for (const PromptInput& p : r.prompts) {
+    if (model.sliding_window) break;  // no context limit: the KV window slides
     const int64_t len = static_cast<int64_t>(p.tokens.size());
     if (len >= model.max_model_len) {
       invalid("prompt",

@@ -27,6 +27,7 @@ struct ModelContext {
   const ChatPrompter* chat = nullptr;  // null: the model has no chat template
   std::string model_id;                // the name clients use in "model"
   int32_t max_model_len = 0;           // prompt + generated tokens per sequence
+  bool sliding_window = false;         // the engine's KV window lifts that limit
 };
 
 enum class Endpoint { Completions, Chat };

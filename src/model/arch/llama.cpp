@@ -65,6 +65,8 @@ class LlamaModel final : public Model {
 
   void forward(const Batch& batch, KVCache& kv, std::span<float> logits) override;
   void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) override;
+  void shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks, int32_t first_row,
+                          int32_t n_rows, int32_t delta) override;
 
  private:
   // The forward pass over `tokens` at `positions`, the same for both caches except for
@@ -133,6 +135,15 @@ void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<f
         ops.write_paged_kv(k, v, batch.slots, layer);
         ops.paged_attention(q_heads, layer, batch.seqs, attn, att);
       });
+}
+
+void LlamaModel::shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks,
+                                    int32_t first_row, int32_t n_rows, int32_t delta) {
+  if (n_rows == 0 || delta == 0) return;
+  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
+  for (int32_t l = 0; l < hp_.n_layer; ++l) {
+    compute_.ops().shift_paged_k(kv.layer(l), blocks, first_row, n_rows, delta, rope);
+  }
 }
 
 template <typename Attend>

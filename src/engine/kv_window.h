@@ -1,0 +1,55 @@
+#pragma once
+// KVWindow: bounded KV memory per sequence, the StreamingLLM way (Xiao et al., "Efficient
+// Streaming Language Models with Attention Sinks"): keep the first `sink` tokens (whole
+// blocks), whose keys soak up attention mass the model puts there whatever they say, and
+// the most recent `window` tokens; drop whole blocks in between as the sequence grows, so a
+// generation can run past the model's context with a cache that never grows beyond
+// sink + window + one step's tokens.
+//
+//   before   | sink | b1 | b2 | b3 | b4 | b5 (being filled) |   cache positions 0 .. n
+//   drop b1  | sink | b2 | b3 | b4 | b5 |                       b2.. move down one block
+//
+// Positions are those in the cache, as the paper prescribes: the dropped tokens leave
+// `Sequence::tokens` too (a token's index there stays its position), and the keys kept
+// after the gap are re-rotated by -block_size x dropped blocks (Model::shift_kv_positions),
+// so relative distances stay within what the model was trained on. Kept blocks that other
+// sequences share (n > 1 samples, the prefix cache) are copied first; a slide that cannot
+// get those copies waits for a later step.
+//
+// What a slid sequence attends to depends on when its blocks were dropped, hence on how its
+// prompt was chunked: window mode gives up batch invariance for prompts longer than
+// sink + window (decode steps slide one token at a time, the same alone or batched).
+
+#include <cstdint>
+
+namespace tokamak {
+
+class BlockManager;
+class Model;
+struct Sequence;
+
+class KVWindow {
+ public:
+  // window >= block_size tokens; sink >= 0 tokens (kept in whole blocks: rounded up).
+  KVWindow(int32_t window, int32_t sink, int32_t block_size);
+
+  int32_t window() const { return window_; }
+  int32_t sink_tokens() const { return sink_blocks_ * block_size_; }
+  // Most tokens a sequence's cache holds before a step of at most `step_tokens` tokens is
+  // computed: the sink, the window, a partly filled block, and the step.
+  int64_t max_cache_tokens(int32_t step_tokens) const {
+    return int64_t{sink_tokens()} + window_ + block_size_ + step_tokens;
+  }
+
+  // Drops seq's blocks past the sink while more than `window` computed tokens would remain
+  // after them. Returns the tokens dropped (0: nothing to drop, or no block to copy a
+  // shared one into).
+  int32_t slide(Sequence& seq, BlockManager& blocks, Model& model) const;
+
+ private:
+  int32_t window_;
+  int32_t sink_blocks_;
+  int32_t block_size_;
+};
+
+}  // namespace tokamak

@@ -195,6 +195,8 @@ void run_interference_bench(const InterferenceConfig& c) {
 
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
   LoadedModel loaded = load_model(model_path, c.threads, 0, off.max_batched_tokens);
+  tag_model(on, *loaded.file);
+  tag_model(off, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
   Prompts prompts;
   const auto vocabulary = prompt_vocabulary(tok);

@@ -99,6 +99,7 @@ void run_throughput_bench(const ThroughputConfig& c) {
   EngineOptions opts = c.engine.engine_options();
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
   LoadedModel loaded = load_model(model_path, c.threads, 0, opts.max_batched_tokens);
+  tag_model(opts, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
 
   const auto prompts = make_prompts(c, tok);

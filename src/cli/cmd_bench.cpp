@@ -3,6 +3,8 @@
 //   throughput    many requests of exact lengths: throughput, TTFT, TPOT, ITL, KV usage
 //   interference  running requests' inter-token latency while a long prompt is admitted,
 //                 chunked prefill on vs off
+//   tiers         TTFT of a repeated long prompt cached in the pool, host memory, on disk,
+//                 and recomputed
 //   serve         streamed requests over HTTP: throughput, TTFT, TPOT, ITL, E2E, goodput
 //   report        saved `bench serve` runs side by side (table, HTML)
 
@@ -12,6 +14,7 @@
 #include "cli/bench_interference.h"
 #include "cli/bench_serve.h"
 #include "cli/bench_throughput.h"
+#include "cli/bench_tiers.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -71,6 +74,23 @@ void add_interference(CLI::App& bench) {
   cmd->add_option("--json", c->json_path, "also write the results as JSON to this file");
   c->engine.add_to(*cmd);
   cmd->callback([c] { run_interference_bench(*c); });
+}
+
+void add_tiers(CLI::App& bench) {
+  auto c = std::make_shared<TiersBenchConfig>();
+  auto* cmd = bench.add_subcommand(
+      "tiers",
+      "TTFT of a repeated long prompt: prefix cached in the pool, in host memory, on disk, "
+      "and recomputed");
+  add_model_flags(*cmd, c->model, c->threads);
+  cmd->add_option("--input-len", c->input_len, "prompt tokens, BOS included")
+      ->capture_default_str();
+  cmd->add_option("--repeats", c->repeats, "runs of each case (a new prompt each)")
+      ->capture_default_str();
+  cmd->add_option("--seed", c->seed, "seed of the random prompts")->capture_default_str();
+  cmd->add_option("--json", c->json_path, "also write the results as JSON to this file");
+  c->engine.add_to(*cmd);
+  cmd->callback([c] { run_tiers_bench(*c); });
 }
 
 // Every `bench serve` flag takes text, checked by serve_config_from_flags, so that a bad
@@ -163,6 +183,7 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   add_throughput(*bench);
   add_interference(*bench);
+  add_tiers(*bench);
   add_serve(*bench);
   add_report(*bench);
 }

@@ -120,6 +120,7 @@ void run_serve(const ServeConfig& c) {
   std::thread loader([&] {
     try {
       LoadedModel m = load_model(model_path, c.threads, 0, engine_opts.max_batched_tokens);
+      tag_model(engine_opts, *m.file);
       api.attach({.file = std::move(m.file),
                   .model = std::move(m.model),
                   .tokenizer = std::move(m.tokenizer),

@@ -8,18 +8,20 @@
 
 #include "core/error.h"
 #include "engine/engine_core.h"
+#include "format/gguf_identity.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tokamak::cli {
 namespace {
 
-// Bytes for --swap-space: a size, never a share of free memory.
-size_t parse_swap_space(const std::string& text) {
+// Bytes for a size flag (--swap-space, --kv-host-bytes, ...): a size, never a share of
+// free memory.
+size_t parse_size(const char* flag, const std::string& text) {
   const auto reject = [&] {
-    throw Error(fmt::format(
-        "invalid --swap-space \"{}\": expected a size in bytes such as \"4G\", \"512M\" or "
-        "\"1073741824\"",
-        text));
+    throw Error(
+        fmt::format("invalid {} \"{}\": expected a size in bytes such as \"4G\", \"512M\" or "
+                    "\"1073741824\"",
+                    flag, text));
   };
   KVBudget budget;
   try {
@@ -52,6 +54,21 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
 }
 
+// "KV tiers: host 2.00 GiB, disk 20.00 GiB in DIR (N blocks reused, M rejected)\n" or "".
+std::string tiers_line(const EngineCore& core) {
+  const KVTierOptions& t = core.options().kv_tiers;
+  if (!t.any()) return "";
+  std::string out = "KV tiers: host " +
+                    (t.host_bytes > 0 ? format_bytes(double(t.host_bytes)) : std::string("off"));
+  if (!t.disk_dir.empty()) {
+    const KVTierStats s = core.stats().kv_tiers;
+    out += fmt::format(", disk {} in {} ({} blocks found, {} files rejected)",
+                       format_bytes(double(t.disk_bytes)), t.disk_dir, s.disk_entries,
+                       s.disk_rejected);
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 void EngineFlags::add_to(CLI::App& cmd) {
@@ -79,6 +96,15 @@ void EngineFlags::add_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", no_prefix_cache,
                "compute every prompt in full instead of reusing the KV of cached prefixes");
+  cmd.add_option("--kv-host-bytes", kv_host_bytes,
+                 "host memory for cached KV blocks evicted from the pool (\"2G\"; default 0: "
+                 "none); with --preemption swap, swapped blocks share it (instead of "
+                 "--swap-space)");
+  cmd.add_option("--kv-disk-dir", kv_disk_dir,
+                 "directory for cached KV blocks pushed out of host memory, reused after a "
+                 "restart by the same model (default: none)");
+  cmd.add_option("--kv-disk-bytes", kv_disk_bytes,
+                 "most bytes of KV block files in --kv-disk-dir (\"20G\")");
   cmd.add_option("--schedule-policy", schedule_policy,
                  "order of admission among waiting requests: fcfs | lpm (longest cached "
                  "prefix first)")
@@ -142,10 +168,38 @@ EngineOptions EngineFlags::engine_options() const {
     if (opts.preemption != PreemptionMode::Swap) {
       throw Error("--swap-space is used only with --preemption swap");
     }
-    opts.swap_space_bytes = parse_swap_space(swap_space);
+    opts.swap_space_bytes = parse_size("--swap-space", swap_space);
+  }
+  if (!kv_host_bytes.empty()) {
+    opts.kv_tiers.host_bytes = parse_size("--kv-host-bytes", kv_host_bytes);
+    if (opts.kv_tiers.host_bytes > 0 && !swap_space.empty()) {
+      throw Error(
+          "--swap-space and --kv-host-bytes both bound host memory for KV: with a host tier, "
+          "swapped blocks share --kv-host-bytes; drop --swap-space");
+    }
+  }
+  if (!kv_disk_dir.empty() && kv_disk_bytes.empty()) {
+    throw Error("--kv-disk-dir needs --kv-disk-bytes (the most bytes the directory may hold)");
+  }
+  if (kv_disk_dir.empty() && !kv_disk_bytes.empty()) {
+    throw Error("--kv-disk-bytes is used only with --kv-disk-dir");
+  }
+  opts.kv_tiers.disk_dir = kv_disk_dir;
+  if (!kv_disk_bytes.empty()) {
+    opts.kv_tiers.disk_bytes = parse_size("--kv-disk-bytes", kv_disk_bytes);
+    if (opts.kv_tiers.disk_bytes == 0) throw Error("--kv-disk-bytes must be positive");
+  }
+  if (opts.kv_tiers.any() && !opts.prefix_caching) {
+    throw Error(
+        "--kv-host-bytes and --kv-disk-dir hold the prefix cache's evicted blocks: "
+        "drop --no-prefix-cache");
   }
   if (auto problem = validate(opts)) throw Error(name_flag(*problem));
   return opts;
+}
+
+void tag_model(EngineOptions& opts, const gguf::File& file) {
+  if (!opts.kv_tiers.disk_dir.empty()) opts.kv_tiers.model_identity = gguf::content_identity(file);
 }
 
 std::string engine_summary(const EngineCore& core, int n_threads) {
@@ -183,11 +237,11 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
   }
   out += fmt::format(
       "max model len {} tokens, max batched tokens {}, max seqs {}, chunked prefill {}, "
-      "preemption {}, prefix cache {}, schedule {}, {} threads\n",
+      "preemption {}, prefix cache {}, schedule {}, {} threads\n{}",
       core.max_model_len(), opts.max_batched_tokens, opts.max_seqs,
       opts.chunked_prefill ? "on" : "off", preemption_mode_name(opts.preemption),
       opts.prefix_caching ? "on" : "off", schedule_policy_name(opts.schedule_policy),
-      resolved_threads(n_threads));
+      resolved_threads(n_threads), tiers_line(core));
   if (opts.kv_window > 0) {
     out += fmt::format(
         "KV window: {} sink tokens + the last {} tokens per sequence (positions in the cache); "

@@ -15,7 +15,10 @@ class App;
 
 namespace tokamak {
 class EngineCore;
+namespace gguf {
+class File;
 }
+}  // namespace tokamak
 
 namespace tokamak::cli {
 
@@ -35,12 +38,20 @@ struct EngineFlags {
   int32_t lpm_max_bypass = 16;
   int32_t kv_window = 0;
   int32_t kv_sink = 4;
+  std::string kv_host_bytes;  // --kv-host-bytes; empty = 0 (no host tier)
+  std::string kv_disk_dir;    // --kv-disk-dir; empty = no disk tier
+  std::string kv_disk_bytes;  // --kv-disk-bytes; required with --kv-disk-dir
 
   void add_to(CLI::App& cmd);
   // The options these flags ask for, validated (validate(EngineOptions) included). Throws
-  // Error with a one-line message naming the flag.
+  // Error with a one-line message naming the flag. With --kv-disk-dir, the model's identity
+  // is still to be set: tag_model() once the model is loaded.
   EngineOptions engine_options() const;
 };
+
+// Sets what identifies the loaded model's weights in opts (read by the KV disk tier); only
+// hashes the file when a disk tier is configured.
+void tag_model(EngineOptions& opts, const gguf::File& file);
 
 // The engine's start-up lines, one per '\n':
 //   KV pool: 1234 blocks x 16 tokens = 19744 tokens, 433.83 MiB (budget: 25% of free memory)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "core/error.h"
 #include "engine/sequence.h"
 
 namespace tokamak {
@@ -14,8 +15,17 @@ int32_t blocks_for(int64_t tokens, int32_t block_size) {
 
 }  // namespace
 
-BlockManager::BlockManager(PagedKVCache& kv, bool prefix_caching) : kv_(kv) {
+BlockManager::BlockManager(PagedKVCache& kv, bool prefix_caching, const KVTierOptions& tiers)
+    : kv_(kv) {
   if (prefix_caching) prefix_ = std::make_unique<PrefixCache>(kv.pool(), kv.block_size());
+  if (tiers.any()) {
+    if (!prefix_) throw Error("KV tiers need the prefix cache");
+    tiers_ = std::make_unique<KVTiers>(kv, tiers);
+    // The evicted node's block still holds its K/V when the hook runs.
+    prefix_->set_eviction_hook([this](const PrefixNode& node) {
+      tiers_->store(node.key, node.parent->key, node.tokens, node.block);
+    });
+  }
 }
 
 // Blocks the table has (or will have back, for a swapped sequence).
@@ -91,9 +101,37 @@ std::optional<int32_t> BlockManager::match_prefix(Sequence& seq) {
   const int32_t bs = block_size();
   seq.cache_node = prefix_->match(seq.tokens, seq.num_tokens() / bs, seq.block_table);
   for (int32_t b : seq.block_table) kv_.pool().retain(b);
+  if (tiers_) extend_from_tiers(seq, seq.num_tokens() / bs);
   seq.n_cached_blocks = static_cast<int32_t>(seq.block_table.size());
   seq.n_computed = std::min(seq.n_cached_blocks * bs, seq.num_tokens() - 1);
   return seq.n_computed;
+}
+
+void BlockManager::extend_from_tiers(Sequence& seq, int32_t max_blocks) {
+  BlockPool& pool = kv_.pool();
+  const size_t bs = static_cast<size_t>(block_size());
+  PrefixNode* node = seq.cache_node;  // locked by match(); the root when nothing matched
+  for (size_t i = seq.block_table.size(); i < static_cast<size_t>(max_blocks); ++i) {
+    const auto tokens = std::span(seq.tokens).subspan(i * bs, bs);
+    const BlockKey key = chain_block_key(node->key, tokens);
+    if (!tiers_->contains(key)) break;
+    // A block to copy into: a free one, else the least recently used cached one (which goes
+    // down a tier itself; the path matched so far is locked and stays).
+    if (pool.n_free() == 0 && prefix_->evict(1) == 0) break;
+    const int32_t block = *pool.allocate();  // seq's reference
+    if (!tiers_->load(key, node->key, tokens, block)) {
+      pool.release(block);  // gone meanwhile (pushed out by that eviction) or rejected
+      break;
+    }
+    PrefixNode* child = prefix_->insert(node, tokens, block);  // the cache's reference
+    assert(child->block == block);
+    // Move the lock down before anything can evict the new, unlocked leaf.
+    prefix_->lock(child);
+    prefix_->unlock(node);
+    node = child;
+    seq.block_table.push_back(block);
+  }
+  seq.cache_node = node;
 }
 
 void BlockManager::cache_full_blocks(Sequence& seq) {
@@ -187,7 +225,11 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
   // Only the blocks that hold computed tokens: any allocated for this step are just freed.
   const int32_t keep = blocks_for(seq.n_computed, block_size());
   const size_t bytes = static_cast<size_t>(keep) * kv_.shape().bytes_per_block();
-  if (swapped_bytes_ + bytes > host_limit) return false;
+  if (tiers_ && tiers_->has_host()) {
+    if (!tiers_->reserve_host(bytes)) return false;
+  } else if (swapped_bytes_ + bytes > host_limit) {
+    return false;
+  }
   seq.swapped_kv.clear();
   kv_.save_blocks(std::span(seq.block_table).first(static_cast<size_t>(keep)), seq.swapped_kv);
   kv_.pool().release(seq.block_table);
@@ -201,7 +243,9 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
 
 void BlockManager::drop_swapped(Sequence& seq) {
   if (seq.n_swapped_blocks == 0) return;
-  swapped_bytes_ -= static_cast<size_t>(seq.n_swapped_blocks) * kv_.shape().bytes_per_block();
+  const size_t bytes = static_cast<size_t>(seq.n_swapped_blocks) * kv_.shape().bytes_per_block();
+  swapped_bytes_ -= bytes;
+  if (tiers_ && tiers_->has_host()) tiers_->unreserve_host(bytes);
   seq.n_swapped_blocks = 0;
   seq.swapped_kv.clear();
   seq.swapped_kv.shrink_to_fit();

@@ -12,11 +12,18 @@
 // eviction cannot make room. References: every table entry is one pool reference; the
 // cache holds one more on each block it names (see kv/prefix_cache.h); a sequence using
 // cached blocks locks its deepest cached node.
+//
+// With KV tiers (kv/kv_tiers.h), a cached block the pool evicts is copied down to host
+// memory (then disk) first, and match_prefix continues a pool match block by block in the
+// tiers: each hit takes a pool block, is copied into it and joins the radix tree as if it
+// had been computed. Swap preemption then charges its host copies to the host tier's
+// budget (one bound on host memory for both).
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 
+#include "kv/kv_tiers.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
 
@@ -26,7 +33,9 @@ struct Sequence;
 
 class BlockManager {
  public:
-  explicit BlockManager(PagedKVCache& kv, bool prefix_caching = false);
+  // Tiers need the prefix cache (they hold what it evicts); throws Error like KVTiers.
+  explicit BlockManager(PagedKVCache& kv, bool prefix_caching = false,
+                        const KVTierOptions& tiers = {});
 
   PagedKVCache& cache() { return kv_; }
   const BlockPool& pool() const { return kv_.pool(); }
@@ -38,6 +47,9 @@ class BlockManager {
   // Null when prefix caching is off.
   PrefixCache* prefix_cache() { return prefix_.get(); }
   const PrefixCache* prefix_cache() const { return prefix_.get(); }
+  // Null when no tier is configured.
+  KVTiers* tiers() { return tiers_.get(); }
+  const KVTiers* tiers() const { return tiers_.get(); }
 
   // Blocks needed for seq's K/V to cover tokens [0, n_computed + n): new blocks past its
   // table, plus one when the block that token n_computed goes into is shared (it is copied
@@ -55,8 +67,10 @@ class BlockManager {
   // Starts a sequence with no K/V (n_computed 0, empty table, not swapped) at its longest
   // cached prefix: the cached blocks head its table and n_computed skips them, leaving at
   // least the last token to compute (for its logits; when every token is cached that
-  // token's block is shared and allocate() copies it before writing). Returns the tokens
-  // reused, or nullopt when no lookup was made (prefix caching off, or seq not fresh).
+  // token's block is shared and allocate() copies it before writing). Past the pool's
+  // match, blocks found in the tiers are copied into pool blocks (free ones, or evicted
+  // cached ones) and cached. Returns the tokens reused, or nullopt when no lookup was made
+  // (prefix caching off, or seq not fresh).
   // free() undoes it.
   std::optional<int32_t> match_prefix(Sequence& seq);
   // Caches seq's full blocks of computed tokens that are not cached yet, moving its lock to
@@ -78,7 +92,9 @@ class BlockManager {
   // child gets parent's blocks (one more owner each); child's table must be empty.
   void share(const Sequence& parent, Sequence& child);
   // Copies seq's blocks to host memory and frees them; n_computed is kept. Returns false
-  // (and does nothing) if that would exceed `host_limit` bytes swapped in all.
+  // (and does nothing) if that would exceed `host_limit` bytes swapped in all, or, with a
+  // host tier, if it does not fit in the host tier's budget (host_limit is then unused:
+  // cached entries make room, swapped bytes never do).
   bool swap_out(Sequence& seq, size_t host_limit);
   size_t swapped_bytes() const { return swapped_bytes_; }
   // Forgets a swapped sequence's host copy (it finished or was cancelled while swapped).
@@ -88,9 +104,13 @@ class BlockManager {
   int32_t held(const Sequence& seq) const;
   int32_t overhead(const Sequence& seq) const;
   void drop_lock(Sequence& seq);
+  // Extends seq's fresh pool match (its table, its locked cache_node) with tier hits, up to
+  // max_blocks blocks in all.
+  void extend_from_tiers(Sequence& seq, int32_t max_blocks);
 
   PagedKVCache& kv_;
   std::unique_ptr<PrefixCache> prefix_;
+  std::unique_ptr<KVTiers> tiers_;
   size_t swapped_bytes_ = 0;
 };
 

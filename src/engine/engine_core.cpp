@@ -45,7 +45,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, const EngineOpt
       tokenizer_(tokenizer),
       opts_(opts),
       kv_(make_cache(model, opts)),
-      blocks_(kv_, opts.prefix_caching),
+      blocks_(kv_, opts.prefix_caching, opts.kv_tiers),
       scheduler_(opts_, blocks_),
       runner_(model, opts.max_batched_tokens, opts.max_seqs) {
   const HParams& hp = model.hparams();
@@ -423,6 +423,10 @@ void EngineCore::clear_prefix_cache() {
   blocks_.clear_prefix_cache();
 }
 
+void EngineCore::flush_host_tier() {
+  if (KVTiers* tiers = blocks_.tiers()) tiers->flush_host();
+}
+
 BlockState EngineCore::block_state(int32_t block) const {
   const BlockPool& pool = kv_.pool();
   const int32_t refs = pool.ref_count(block);
@@ -444,6 +448,7 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_hits = scheduler_.stats().prefix_hits;
   s.preemptions = scheduler_.stats().preemptions;
   s.kv_swapped_bytes = blocks_.swapped_bytes();
+  if (const KVTiers* tiers = blocks_.tiers()) s.kv_tiers = tiers->stats();
   return s;
 }
 

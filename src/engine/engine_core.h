@@ -64,8 +64,11 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   int64_t kv_window_dropped_tokens = 0;  // tokens the KV window slid out of sequences
-  int32_t last_step_tokens = 0;          // batch size of the last step, in tokens
-  int32_t last_step_seqs = 0;            // and in sequences
+  // KV tiers (zero when off): blocks copied to / back from host memory and disk, entries
+  // pushed out, files rejected as corrupt or foreign, and what each tier holds now.
+  KVTierStats kv_tiers;
+  int32_t last_step_tokens = 0;  // batch size of the last step, in tokens
+  int32_t last_step_seqs = 0;    // and in sequences
 };
 
 // One KV block as the dashboard's block map shows it.
@@ -104,8 +107,12 @@ class EngineCore {
   EngineStats stats() const;
   BlockState block_state(int32_t block) const;
   const PrefixCache* prefix_cache() const { return blocks_.prefix_cache(); }  // null when off
-  // Frees every cached block no sequence uses (tests check for leaks with it).
+  // Frees every cached block no sequence uses (tests check for leaks with it); with tiers,
+  // they go down to the host tier (or disk) first.
   void clear_prefix_cache();
+  // Moves everything in the host tier down to the disk tier, or drops it without one
+  // (tests and `tokamak bench tiers`). Swapped sequences' host bytes stay.
+  void flush_host_tier();
 
   const EngineOptions& options() const { return opts_; }
   // Prompt + output tokens per sequence; with a KV window (sliding_window()), only the

@@ -21,6 +21,16 @@ std::optional<std::string> validate(const EngineOptions& o) {
     if (auto e = range("kv_window", o.kv_window, o.block_size, 1 << 24)) return e;
     if (auto e = range("kv_sink", o.kv_sink, 0, 1 << 20)) return e;
   }
+  const KVTierOptions& t = o.kv_tiers;
+  if (t.any() && !o.prefix_caching) {
+    return std::string("kv_host_bytes and kv_disk_dir need prefix_caching");
+  }
+  if (!t.disk_dir.empty() && t.disk_bytes == 0) {
+    return std::string("kv_disk_bytes must be positive with kv_disk_dir");
+  }
+  if (t.disk_dir.empty() && t.disk_bytes > 0) {
+    return std::string("kv_disk_bytes needs kv_disk_dir");
+  }
   return std::nullopt;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/kv_dtype.h"
 #include "kv/kv_budget.h"
+#include "kv/kv_tiers.h"
 
 namespace tokamak {
 
@@ -38,7 +39,9 @@ struct EngineOptions {
   // computed in one step, or waits until the budget has room for all of it.
   bool chunked_prefill = true;
   PreemptionMode preemption = PreemptionMode::Recompute;
-  size_t swap_space_bytes = size_t{4} << 30;  // host memory for swapped blocks (Swap mode)
+  // Host memory for swapped blocks (Swap mode). With a host tier (kv_tiers.host_bytes > 0)
+  // swapped blocks share the tier's budget instead and this is not used.
+  size_t swap_space_bytes = size_t{4} << 30;
   // Context limit per sequence (prompt + output); 0 = the model's training context. Capped
   // by the pool: one sequence must fit in it alone.
   int32_t max_model_len = 0;
@@ -46,6 +49,13 @@ struct EngineOptions {
   // Reuse the K/V of cached prompt prefixes (kv/prefix_cache.h). Outputs are the same
   // either way; only the work differs.
   bool prefix_caching = true;
+  // Where cached blocks the pool evicts go instead of away (kv/kv_tiers.h): host memory,
+  // then a directory. Off by default: on a CPU the pool is host memory already, and a
+  // bigger pool serves the same hits without copies; tiers pay off for a GPU pool, for
+  // memory not reserved up front, and for the disk tier's reuse across restarts. Needs
+  // prefix_caching; the disk tier needs kv_tiers.model_identity (set once the model is
+  // loaded: validate() does not ask for it, the engine refuses to start without it).
+  KVTierOptions kv_tiers;
   SchedulePolicy schedule_policy = SchedulePolicy::Fcfs;
   int32_t lpm_max_bypass = 16;  // starvation bound of SchedulePolicy::Lpm
   // Sliding KV window (engine/kv_window.h): > 0 keeps only the first kv_sink tokens and the

@@ -107,6 +107,7 @@ PrefixNode* PrefixCache::insert(PrefixNode* parent, std::span<const int32_t> tok
   node->tokens.assign(tokens.begin(), tokens.end());
   node->block = block;
   node->hash = hash;
+  node->key = chain_block_key(parent->key, tokens);
   node->parent = parent;
   node->last_access = ++tick_;
   PrefixNode* raw = node.get();
@@ -141,6 +142,7 @@ void PrefixCache::unlock(PrefixNode* node) {
 
 void PrefixCache::remove(PrefixNode* node) {
   assert(node != &root_ && node->lock == 0 && node->children.empty());
+  if (on_evict_) on_evict_(*node);
   leaves_.erase({node->last_access, node});
   const int32_t block = node->block;
   PrefixNode* parent = node->parent;

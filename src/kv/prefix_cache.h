@@ -20,9 +20,15 @@
 // only reference). Eviction takes unlocked leaves, least recently used first, and only when
 // asked (the block manager asks when the pool has no free block left).
 //
+// Every node also carries its BlockKey (kv/block_key.h), the chained SHA-256 of the tokens
+// from the root to it: what names the block in the host and disk tiers. An eviction hook,
+// when set, sees each node just before it is removed (its block still holds its K/V), so
+// the block can be copied down a tier.
+//
 // Plain bookkeeping on a BlockPool, testable with no KV memory or model behind it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <span>
@@ -30,14 +36,16 @@
 #include <utility>
 #include <vector>
 
+#include "kv/block_key.h"
 #include "kv/block_pool.h"
 
 namespace tokamak {
 
 struct PrefixNode {
-  std::vector<int32_t> tokens;  // (block_size) the block's token ids; empty for the root
-  int32_t block = 0;            // pool block id; unused for the root
-  uint64_t hash = 0;            // of `tokens`
+  std::vector<int32_t> tokens;   // (block_size) the block's token ids; empty for the root
+  int32_t block = 0;             // pool block id; unused for the root
+  uint64_t hash = 0;             // of `tokens`
+  BlockKey key = kRootBlockKey;  // chain_block_key(parent->key, tokens); zeros for the root
   PrefixNode* parent = nullptr;
   std::unordered_multimap<uint64_t, std::unique_ptr<PrefixNode>> children;  // by hash
   int32_t lock = 0;          // sequences using this node or a descendant
@@ -74,7 +82,10 @@ class PrefixCache {
   void unlock(PrefixNode* node);
 
   // Frees up to n unlocked blocks, least recently used leaves first; returns how many.
+  // The eviction hook, if set, sees each node first.
   int32_t evict(int32_t n);
+  using EvictionHook = std::function<void(const PrefixNode&)>;
+  void set_eviction_hook(EvictionHook hook) { on_evict_ = std::move(hook); }
   // Frees every unlocked block (locked ones stay).
   void clear() { evict(n_cached_); }
 
@@ -95,6 +106,7 @@ class PrefixCache {
 
   BlockPool& pool_;
   int32_t block_size_;
+  EvictionHook on_evict_;
   PrefixNode root_;
   std::vector<PrefixNode*> by_block_;  // (n_blocks) the node naming each block, or null
   std::set<std::pair<uint64_t, PrefixNode*>> leaves_;  // unlocked leaves by last_access

@@ -225,6 +225,16 @@ EngineGauges ApiServer::gauges() const {
     g.preemptions_total = s.preemptions;
     g.prefix_cache_queries_total = s.prefix_cache_queries;
     g.prefix_cache_hits_total = s.prefix_cache_hits;
+    const KVTierStats& t = s.kv_tiers;
+    g.tier_host_hits_total = t.host_hits;
+    g.tier_disk_hits_total = t.disk_hits;
+    g.tier_host_stores_total = t.host_stores;
+    g.tier_disk_stores_total = t.disk_stores;
+    g.tier_host_evictions_total = t.host_evictions;
+    g.tier_disk_evictions_total = t.disk_evictions;
+    g.tier_disk_rejected_total = t.disk_rejected;
+    g.tier_host_bytes = static_cast<double>(t.host_bytes);
+    g.tier_disk_bytes = static_cast<double>(t.disk_bytes);
   }
   return g;
 }

@@ -153,6 +153,31 @@ std::string ServerMetrics::prometheus_text(const EngineGauges& g) const {
            "Prefix cache hits, in terms of number of cached tokens.");
   w.sample("tokamak:prefix_cache_hits_total",
            static_cast<uint64_t>(std::max<int64_t>(0, g.prefix_cache_hits_total)));
+  const auto count = [](int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(0, v)); };
+  w.family("tokamak:prefix_cache_tier_hits_total", "counter",
+           "KV blocks copied back into the pool from a lower tier instead of recomputed.");
+  w.sample("tokamak:prefix_cache_tier_hits_total", count(g.tier_host_hits_total),
+           {{"tier", "host"}});
+  w.sample("tokamak:prefix_cache_tier_hits_total", count(g.tier_disk_hits_total),
+           {{"tier", "disk"}});
+  w.family("tokamak:prefix_cache_tier_stores_total", "counter",
+           "Evicted KV blocks stored in a lower tier.");
+  w.sample("tokamak:prefix_cache_tier_stores_total", count(g.tier_host_stores_total),
+           {{"tier", "host"}});
+  w.sample("tokamak:prefix_cache_tier_stores_total", count(g.tier_disk_stores_total),
+           {{"tier", "disk"}});
+  w.family("tokamak:prefix_cache_tier_evictions_total", "counter",
+           "KV blocks pushed out of a lower tier for room.");
+  w.sample("tokamak:prefix_cache_tier_evictions_total", count(g.tier_host_evictions_total),
+           {{"tier", "host"}});
+  w.sample("tokamak:prefix_cache_tier_evictions_total", count(g.tier_disk_evictions_total),
+           {{"tier", "disk"}});
+  w.family("tokamak:prefix_cache_tier_bytes", "gauge", "Bytes of KV blocks held by a lower tier.");
+  w.sample("tokamak:prefix_cache_tier_bytes", g.tier_host_bytes, {{"tier", "host"}});
+  w.sample("tokamak:prefix_cache_tier_bytes", g.tier_disk_bytes, {{"tier", "disk"}});
+  w.family("tokamak:prefix_cache_disk_rejected_total", "counter",
+           "KV block files removed as corrupt, truncated or another model's.");
+  w.sample("tokamak:prefix_cache_disk_rejected_total", count(g.tier_disk_rejected_total));
 
   std::lock_guard lock(mu_);
   w.family("tokamak:prompt_tokens_total", "counter", "Number of prefill tokens processed.");

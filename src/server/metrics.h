@@ -43,6 +43,16 @@ struct EngineGauges {
   // Prefix cache, in tokens: looked up, and found cached.
   int64_t prefix_cache_queries_total = 0;
   int64_t prefix_cache_hits_total = 0;
+  // KV tiers under the prefix cache, in blocks (engine/engine_core.h: EngineStats::kv_tiers).
+  int64_t tier_host_hits_total = 0;
+  int64_t tier_disk_hits_total = 0;
+  int64_t tier_host_stores_total = 0;
+  int64_t tier_disk_stores_total = 0;
+  int64_t tier_host_evictions_total = 0;
+  int64_t tier_disk_evictions_total = 0;
+  int64_t tier_disk_rejected_total = 0;
+  double tier_host_bytes = 0;
+  double tier_disk_bytes = 0;
 };
 
 class ServerMetrics {

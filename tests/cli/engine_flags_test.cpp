@@ -103,3 +103,27 @@ TEST(EngineFlagsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
 
 }  // namespace
 }  // namespace tokamak::cli
+
+namespace tokamak::cli {
+namespace {
+
+TEST(EngineFlagsTest, KvTiersAreOffByDefaultAndTakeSizes) {
+  EngineOptions o = parse({});
+  EXPECT_FALSE(o.kv_tiers.any());
+  o = parse({"--kv-host-bytes", "2G", "--kv-disk-dir", "/tmp/kv", "--kv-disk-bytes", "512M"});
+  EXPECT_EQ(o.kv_tiers.host_bytes, size_t{2} << 30);
+  EXPECT_EQ(o.kv_tiers.disk_dir, "/tmp/kv");
+  EXPECT_EQ(o.kv_tiers.disk_bytes, size_t{512} << 20);
+  EXPECT_FALSE(o.kv_tiers.model_identity) << "set by tag_model once the model is loaded";
+  EXPECT_THROW(parse({"--kv-disk-dir", "/tmp/kv"}), Error) << "no bound";
+  EXPECT_THROW(parse({"--kv-disk-bytes", "1G"}), Error) << "no directory";
+  EXPECT_THROW(parse({"--kv-disk-dir", "/tmp/kv", "--kv-disk-bytes", "0"}), Error);
+  EXPECT_THROW(parse({"--kv-host-bytes", "30%"}), Error) << "a size, not a share";
+  EXPECT_THROW(parse({"--kv-host-bytes", "1G", "--no-prefix-cache"}), Error);
+  EXPECT_THROW(parse({"--kv-host-bytes", "1G", "--preemption", "swap", "--swap-space", "1G"}),
+               Error)
+      << "one host budget";
+}
+
+}  // namespace
+}  // namespace tokamak::cli

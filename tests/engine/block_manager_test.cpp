@@ -140,3 +140,47 @@ TEST(BlockManagerTest, SwapOutBeyondTheHostLimitDoesNothing) {
 
 }  // namespace
 }  // namespace tokamak
+
+namespace tokamak {
+namespace {
+
+// With a host tier, swapped blocks count against its budget (--swap-space is not used), and
+// cached entries make room for them, never the other way round.
+TEST(BlockManagerTest, SwapSharesTheHostTiersBudget) {
+  PagedKVCache kv(shape(), 8);
+  const size_t block = kv.shape().bytes_per_block();
+  KVTierOptions tiers;
+  tiers.host_bytes = 3 * block;
+  BlockManager bm(kv, /*prefix_caching=*/true, tiers);
+  // A cached block that the pool then evicts: it lands in the host tier.
+  Sequence c = make_seq(5);
+  bm.allocate(c, 4);
+  c.n_computed = 4;
+  bm.cache_full_blocks(c);
+  bm.free(c);
+  bm.clear_prefix_cache();
+  EXPECT_EQ(bm.tiers()->stats().host_entries, 1u);
+  EXPECT_EQ(bm.tiers()->stats().host_stores, 1);
+
+  Sequence a = make_seq(8);
+  bm.allocate(a, 8);
+  a.n_computed = 8;
+  Sequence b = make_seq(8);
+  bm.allocate(b, 8);
+  b.n_computed = 8;
+  ASSERT_TRUE(bm.swap_out(a, /*host_limit=*/0)) << "the limit is the tier's, not host_limit";
+  EXPECT_EQ(bm.tiers()->stats().host_entries, 1u) << "2 swapped + 1 cached = 3 blocks";
+  EXPECT_FALSE(bm.swap_out(b, size_t{1} << 30)) << "2 + 2 swapped blocks exceed 3";
+  bm.free(a);
+  EXPECT_EQ(bm.tiers()->host()->reserved_bytes(), 0u);
+  ASSERT_TRUE(bm.swap_out(b, 0));
+  bm.allocate(b, 1);  // swapped back in
+  EXPECT_FALSE(b.swapped());
+  EXPECT_EQ(bm.tiers()->host()->reserved_bytes(), 0u);
+  bm.free(b);
+  bm.clear_prefix_cache();
+  EXPECT_EQ(bm.pool().n_used(), 0);
+}
+
+}  // namespace
+}  // namespace tokamak

@@ -5,10 +5,15 @@
 // the live samples' tokens need, and the streams obey their rules (OutputLog). At the end:
 // every sample ended exactly once with a reason that fits its tokens, every sample that was
 // not cancelled equals its solo run (cancelled ones a prefix of it), and the pool is free.
+// Some seeds put KV tiers under the prefix cache (a small host tier, sometimes a small disk
+// tier in a temporary directory), drawn from a generator of their own so that the other
+// draws of every seed stay as they were.
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -17,6 +22,7 @@
 
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
+#include "format/gguf_identity.h"
 
 namespace tokamak {
 namespace {
@@ -48,6 +54,19 @@ struct Coverage {
   int64_t shared_prefix = 0;   // requests whose prompt starts with a shared prefix
   int64_t prefix_hits = 0;     // tokens taken from the prefix cache
   int64_t window_dropped = 0;  // tokens slid out by a KV window
+  int64_t tier_seeds = 0;      // seeds run with a host or disk tier
+  int64_t disk_seeds = 0;      // of them, with a disk tier
+  int64_t tier_hits = 0;       // blocks copied back from a tier
+};
+
+// A temporary directory for a disk tier, removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tokamak_stress_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
 };
 
 // One seed's run. Options, workload and cancellations are all drawn from `seed`.
@@ -87,10 +106,27 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
     pool_tokens = std::max(pool_tokens, sink + o.kv_window + o.block_size + o.max_batched_tokens);
   }
   o.kv_budget = KVBudget::tokens(pool_tokens);
-  if (limited_swap) {
-    KVCacheShape shape = m.model->kv_shape(o.block_size);
-    shape.dtype = o.kv_dtype;
-    o.swap_space_bytes = 3 * shape.bytes_per_block();
+  KVCacheShape shape = m.model->kv_shape(o.block_size);
+  shape.dtype = o.kv_dtype;
+  if (limited_swap) o.swap_space_bytes = 3 * shape.bytes_per_block();
+  // Tiers: a host tier of 2 to 40 blocks (swapped blocks share it), sometimes a disk tier of
+  // 4 to 40 blocks beside or instead of it.
+  std::mt19937_64 tier_rng(seed * 1000003 + 17);
+  auto tier_uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(tier_rng);
+  };
+  std::unique_ptr<TempDir> disk_dir;
+  if (o.prefix_caching && tier_uniform(0, 3) > 0) {
+    const size_t block = shape.bytes_per_block();
+    if (tier_uniform(0, 3) > 0) o.kv_tiers.host_bytes = size_t(tier_uniform(2, 40)) * block;
+    if (o.kv_tiers.host_bytes == 0 || tier_uniform(0, 1) == 1) {
+      disk_dir = std::make_unique<TempDir>();
+      o.kv_tiers.disk_dir = disk_dir->path.string();
+      o.kv_tiers.disk_bytes = size_t(tier_uniform(4, 40)) * (block + 512);
+      o.kv_tiers.model_identity = gguf::content_identity(*m.gguf);
+      ++cov.disk_seeds;
+    }
+    ++cov.tier_seeds;
   }
   SCOPED_TRACE(::testing::Message()
                << "seed " << seed << ": block " << o.block_size << ", max_batched_tokens "
@@ -98,7 +134,8 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
                << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
                << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy) << ", kv "
-               << kv_dtype_name(o.kv_dtype) << ", kv window " << o.kv_window);
+               << kv_dtype_name(o.kv_dtype) << ", kv window " << o.kv_window << ", host tier "
+               << o.kv_tiers.host_bytes << " B, disk tier " << o.kv_tiers.disk_bytes << " B");
 
   EngineCore core(*m.model, *m.tok, o);
   const int32_t max_len = std::min(core.max_model_len(), 64);
@@ -196,6 +233,7 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   cov.preemptions += core.stats().preemptions;
   cov.prefix_hits += core.stats().prefix_cache_hits;
   cov.window_dropped += core.stats().kv_window_dropped_tokens;
+  cov.tier_hits += core.stats().kv_tiers.host_hits + core.stats().kv_tiers.disk_hits;
   ASSERT_TRUE(log.unfinished().empty())
       << log.unfinished().size() << " samples unfinished after " << step << " steps";
   test::expect_all_free(core);
@@ -270,19 +308,21 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
 TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
   const auto m = test::load_synthetic(tiny_spec());
   Coverage cov;
-  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
     run_seed(*m, seed, cov);
     if (HasFailure()) break;
   }
   std::printf(
       "stress: %lld steps, %lld requests (%lld with n > 1, %lld seeded), %lld preemptions; "
       "cancelled %lld waiting, %lld running, %lld after preemption; %lld finished after "
-      "preemption; %lld prefix-cache hit tokens; %lld tokens slid out by KV windows\n",
+      "preemption; %lld prefix-cache hit tokens; %lld tokens slid out by KV windows; %lld "
+      "seeds with tiers (%lld with disk), %lld tier hit blocks\n",
       (long long)cov.steps, (long long)cov.requests, (long long)cov.multi_sample,
       (long long)cov.seeded, (long long)cov.preemptions, (long long)cov.cancelled_waiting,
       (long long)cov.cancelled_running, (long long)cov.cancelled_preempted,
       (long long)cov.finished_after_preemption, (long long)cov.prefix_hits,
-      (long long)cov.window_dropped);
+      (long long)cov.window_dropped, (long long)cov.tier_seeds, (long long)cov.disk_seeds,
+      (long long)cov.tier_hits);
   if (HasFailure()) return;
   // The workload must have reached what it is meant to test.
   EXPECT_GE(cov.steps, 3000);
@@ -290,6 +330,8 @@ TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
   EXPECT_GT(cov.shared_prefix, 0);
   EXPECT_GT(cov.prefix_hits, 0) << "the prefix cache was never hit";
   EXPECT_GT(cov.window_dropped, 0) << "no KV window ever slid";
+  EXPECT_GT(cov.tier_hits, 0) << "no block ever came back from a KV tier";
+  EXPECT_GT(cov.disk_seeds, 0);
   EXPECT_GT(cov.cancelled_waiting, 0);
   EXPECT_GT(cov.cancelled_running, 0);
   EXPECT_GT(cov.cancelled_preempted, 0);

@@ -72,7 +72,11 @@ const EngineGauges kGauges{.running = 3,
                            .kv_usage = 0.25,
                            .preemptions_total = 4,
                            .prefix_cache_queries_total = 1000,
-                           .prefix_cache_hits_total = 640};
+                           .prefix_cache_hits_total = 640,
+                           .tier_host_hits_total = 7,
+                           .tier_disk_hits_total = 5,
+                           .tier_disk_rejected_total = 2,
+                           .tier_host_bytes = 4096};
 
 TEST(ServerMetricsTest, DerivesLatenciesFromSampleMetrics) {
   ServerMetrics metrics("m");
@@ -218,6 +222,13 @@ TEST(ServerMetricsTest, ExposesTheGaugesGiven) {
   EXPECT_EQ(value(text, m("tokamak:num_preemptions_total")), 4);
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_queries_total")), 1000);
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_hits_total")), 640);
+  const auto tier = [](const std::string& name, const char* t) {
+    return name + "{model_name=\"m\",tier=\"" + t + "\"}";
+  };
+  EXPECT_EQ(value(text, tier("tokamak:prefix_cache_tier_hits_total", "host")), 7);
+  EXPECT_EQ(value(text, tier("tokamak:prefix_cache_tier_hits_total", "disk")), 5);
+  EXPECT_EQ(value(text, tier("tokamak:prefix_cache_tier_bytes", "host")), 4096);
+  EXPECT_EQ(value(text, m("tokamak:prefix_cache_disk_rejected_total")), 2);
 }
 
 TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
@@ -255,6 +266,11 @@ TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
       {"tokamak:num_preemptions_total", "counter"},
       {"tokamak:prefix_cache_queries_total", "counter"},
       {"tokamak:prefix_cache_hits_total", "counter"},
+      {"tokamak:prefix_cache_tier_hits_total", "counter"},
+      {"tokamak:prefix_cache_tier_stores_total", "counter"},
+      {"tokamak:prefix_cache_tier_evictions_total", "counter"},
+      {"tokamak:prefix_cache_tier_bytes", "gauge"},
+      {"tokamak:prefix_cache_disk_rejected_total", "counter"},
       {"tokamak:request_errors_total", "counter"},
   };
   EXPECT_EQ(types, expected);
@@ -309,7 +325,8 @@ TEST(ServerMetricsTest, ParsesWithPrometheusClient) {
     EXPECT_EQ(check_with_prometheus_client(metrics.prometheus_text(kGauges), "metrics_ok.txt",
                                            plain ? "--model-name " + name : "", &log),
               0)
-        << name << "\n" << log;
+        << name << "\n"
+        << log;
   }
   // And the checker does catch a counter whose TYPE line lacks _total.
   std::string log;

@@ -109,7 +109,9 @@ TEST_F(KVWindowTest, BatchedAndSwappedMatchAlone) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       EXPECT_EQ(r.log.at(i, 0).tokens, alone[i].tokens) << "request " << i << " tiny " << tiny;
     }
-    if (tiny) EXPECT_GT(core.stats().preemptions, 0) << "the tiny pool forced no preemption";
+    if (tiny) {
+      EXPECT_GT(core.stats().preemptions, 0) << "the tiny pool forced no preemption";
+    }
     test::expect_all_free(core);
   }
 }

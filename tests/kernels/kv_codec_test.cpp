@@ -114,13 +114,13 @@ TEST(KVCodec, RowsDecodeCloseToTheirInput) {
           case KVDType::Fp8:  // 3 mantissa bits; subnormals below 2^-6 of the scaled range
             bound = std::fabs(want) * 0x1p-4f * 1.01f + row_max / 448.0f * 0x1p-10f;
             break;
-          case KVDType::Q4: {  // a step of the group's d = largest / 8 (the side opposite
-                               // the extreme clamps at 7 steps), d in F16
-            float gmax = 0.0f;
+          case KVDType::Q4: {  // coded rotated: an element's error is at most the group's
+                               // error norm, at most that of the absmax scale (a step each,
+                               // the step at most the group's norm / 8), d in F16
+            double norm = 0.0;
             const int32_t g0 = i / kKVQ4Group * kKVQ4Group;
-            for (int32_t j = g0; j < g0 + kKVQ4Group; ++j)
-              gmax = std::fmax(gmax, std::fabs(x[r][j]));
-            bound = gmax / 8.0f * 1.01f + gmax * 0x1p-10f;
+            for (int32_t j = g0; j < g0 + kKVQ4Group; ++j) norm += double{x[r][j]} * x[r][j];
+            bound = static_cast<float>(std::sqrt(norm) / 8.0 * std::sqrt(32.0) * 1.02);
             break;
           }
         }
@@ -144,19 +144,37 @@ TEST(KVCodec, ZeroRowsStayZero) {
   }
 }
 
-// The extreme element of a q4 group is stored exactly (it lands on -8 * d), up to d's F16
-// rounding.
-TEST(KVCodec, Q4KeepsTheGroupExtreme) {
-  auto x = random_floats(64, 9, -1.0f, 1.0f);
-  x[5] = -3.0f;
-  x[40] = 2.5f;
-  std::vector<uint8_t> tile(32);
-  std::vector<uint8_t> scales(4);
-  kv_write_row(KVDType::Q4, x.data(), 64, tile.data(), scales.data(), 0);
-  std::vector<float> got(64);
-  kv_decode_row(KVDType::Q4, tile.data(), scales.data(), 64, 0, got.data());
-  EXPECT_NEAR(got[5], -3.0f, 3.0f * 0x1p-10f);
-  EXPECT_NEAR(got[40], 2.5f, 2.5f * 0x1p-10f);
+// The rotation q4 rows are stored in: orthonormal (norms kept) and its own inverse.
+TEST(KVCodec, Hadamard32IsOrthonormalAndItsOwnInverse) {
+  auto x = random_floats(32, 9, -3.0f, 3.0f);
+  const auto original = x;
+  double norm = 0.0;
+  for (float f : x) norm += double{f} * f;
+  hadamard32(x.data());
+  double rotated_norm = 0.0;
+  for (float f : x) rotated_norm += double{f} * f;
+  EXPECT_NEAR(rotated_norm, norm, 1e-4 * norm);
+  EXPECT_NE(x, original);
+  hadamard32(x.data());
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(x[i], original[i], 1e-5f);
+}
+
+// One outlier channel in a group (as keys have): the rotation spreads it, so the other 31
+// values keep most of their precision instead of rounding to zero against its scale.
+TEST(KVCodec, Q4KeepsSmallValuesBesideAnOutlier) {
+  auto x = random_floats(32, 10, -1.0f, 1.0f);
+  x[7] = 40.0f;
+  std::vector<uint8_t> tile(16);
+  std::vector<uint8_t> scales(2);
+  kv_write_row(KVDType::Q4, x.data(), 32, tile.data(), scales.data(), 0);
+  std::vector<float> got(32);
+  kv_decode_row(KVDType::Q4, tile.data(), scales.data(), 32, 0, got.data());
+  double err = 0.0;
+  for (int i = 0; i < 32; ++i) err += (got[i] - x[i]) * (got[i] - x[i]);
+  // Unrotated, the step would be 40 / 8 = 5 and every small value would code to 0 (an RMS
+  // error of ~0.58 for values uniform in [-1, 1]).
+  EXPECT_LT(std::sqrt(err / 32), 0.58 * 0.9);
+  EXPECT_NEAR(got[7], 40.0f, 2.0f);
 }
 
 }  // namespace

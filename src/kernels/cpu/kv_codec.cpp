@@ -47,19 +47,53 @@ void write_scaled_row(KVDType dtype, const float* x, int32_t n, uint8_t* q, uint
   }
 }
 
-// q4: per group of 32, d = (the element of largest magnitude) / -8, q = round(x / d) + 8 in
-// [0, 15], so the extreme element lands exactly on -8 * d and the other side keeps 7 steps.
+// Squared error of the group coded with scale d (codes clamped to [-8, 7]).
+float q4_error(const float* x, float d) {
+  const float inv = 1.0f / d;
+  float err = 0.0f;
+  for (int32_t i = 0; i < kKVQ4Group; ++i) {
+    const float q = std::clamp(std::nearbyint(x[i] * inv), -8.0f, 7.0f);
+    const float e = x[i] - q * d;
+    err += e * e;
+  }
+  return err;
+}
+
+// The group's scale: of absmax / 8 shrunk by 0 to 35% (clipping the largest values buys
+// finer steps for the rest), on either side of zero, the one with the least squared error.
+float q4_scale(const float* x, float extreme) {
+  if (extreme == 0.0f) return 0.0f;
+  float best = extreme / -8.0f;
+  float best_err = q4_error(x, best);
+  for (int32_t k = 0; k <= 14; ++k) {
+    const float shrink = 1.0f - 0.025f * static_cast<float>(k);
+    for (const float d : {extreme / -8.0f * shrink, extreme / 7.0f * shrink}) {
+      const float e = q4_error(x, d);
+      if (e < best_err) {
+        best_err = e;
+        best = d;
+      }
+    }
+  }
+  return best;
+}
+
+// q4: per group of 32, rotated (hadamard32), d = (the element of largest magnitude) / -8,
+// q = round(x / d) + 8 in [0, 15], so the extreme element lands exactly on -8 * d and the
+// other side keeps 7 steps.
 void write_q4_row(const float* x, int32_t n, uint8_t* tile, uint8_t* scales, int32_t row) {
   const int32_t groups = n / kKVQ4Group;
   uint8_t* q = tile + static_cast<size_t>(row) * (n / 2);
   auto* d_out = reinterpret_cast<uint16_t*>(scales) + static_cast<size_t>(row) * groups;
   for (int32_t g = 0; g < groups; ++g) {
-    const float* xg = x + g * kKVQ4Group;
+    float xg[kKVQ4Group];
+    std::memcpy(xg, x + g * kKVQ4Group, sizeof xg);
+    hadamard32(xg);
     float extreme = 0.0f;
     for (int32_t i = 0; i < kKVQ4Group; ++i) {
       if (std::fabs(xg[i]) > std::fabs(extreme)) extreme = xg[i];
     }
-    const float d = store_scale(extreme / -8.0f, d_out + g);
+    const float d = store_scale(q4_scale(xg, extreme), d_out + g);
     const float inv = d != 0.0f ? 1.0f / d : 0.0f;
     for (int32_t i = 0; i < kKVQ4Group; i += 2) {
       const auto lo =
@@ -72,6 +106,21 @@ void write_q4_row(const float* x, int32_t n, uint8_t* tile, uint8_t* scales, int
 }
 
 }  // namespace
+
+void hadamard32(float* x) {
+  for (int32_t h = 1; h < kKVQ4Group; h *= 2) {
+    for (int32_t i = 0; i < kKVQ4Group; i += 2 * h) {
+      for (int32_t j = i; j < i + h; ++j) {
+        const float a = x[j];
+        const float b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  constexpr float kNorm = 0.17677669529663687f;  // 1 / sqrt(32)
+  for (int32_t i = 0; i < kKVQ4Group; ++i) x[i] *= kNorm;
+}
 
 float fp8_e4m3_to_f32(uint8_t bits) {
   const int exp = (bits >> 3) & 0xf;
@@ -177,6 +226,7 @@ void kv_decode_row(KVDType dtype, const uint8_t* tile, const uint8_t* tile_scale
         const int q = (src[i / 2] >> (4 * (i & 1))) & 0xf;
         out[i] = static_cast<float>(q - 8) * load_scale(d + i / kKVQ4Group);
       }
+      for (int32_t g = 0; g < groups; ++g) hadamard32(out + g * kKVQ4Group);
       break;
     }
   }

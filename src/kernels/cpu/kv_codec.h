@@ -5,7 +5,8 @@
 // the same bytes. Attention decodes in registers (paged_attention_avx2.cpp); decode_row here
 // is its reference.
 //
-// A tile is the (block_size, row_bytes) bytes of one block and KV head; its scales are
+// A tile is the (block_size, row_bytes) bytes of one block and KV head; q4 rows hold the
+// Hadamard rotation of each group of 32 (hadamard32); decode_row undoes it. Its scales are
 // kv_tile_scale_bytes() bytes of f16: one per row for int8 and fp8, head_dim / 32 per row for
 // q4, row by row. Rows are independent: writing one touches nothing of the others.
 
@@ -14,6 +15,13 @@
 #include "core/kv_dtype.h"
 
 namespace tokamak::cpu {
+
+// The orthonormal Walsh-Hadamard transform of 32 floats in place (its own inverse). q4 rows
+// are stored rotated, group by group: a channel with outlier values (keys have a few) is
+// spread over its group instead of setting a scale that crushes the other 31 values. The
+// rotation is orthogonal, so attention rotates the query instead of every key (q . k =
+// Hq . Hk) and the output instead of every value (sum p Hv = H sum p v).
+void hadamard32(float* x);
 
 // FP8 E4M3 (bias 7, no infinities, 0x7f / 0xff NaN, largest finite 448).
 inline constexpr float kFp8Max = 448.0f;

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -272,7 +273,20 @@ void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_
 }
 
 template <KVDType D>
-void paged_attention_as(const PagedAttentionArgs& a) {
+void paged_attention_as(const PagedAttentionArgs& a_in) {
+  // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here, and the
+  // outputs at the end, instead of every key and value.
+  alignas(32) float q_rot[D == KVDType::Q4 ? kMaxGroup * kMaxHeadDim : 1];
+  PagedAttentionArgs a = a_in;
+  if constexpr (D == KVDType::Q4) {
+    for (int32_t g = 0; g < a.n_group; ++g) {
+      float* row = q_rot + g * a.head_dim_k;
+      std::copy(a_in.q + g * a_in.q_stride, a_in.q + g * a_in.q_stride + a.head_dim_k, row);
+      for (int32_t d = 0; d < a.head_dim_k; d += kKVQ4Group) hadamard32(row + d);
+    }
+    a.q = q_rot;
+    a.q_stride = a.head_dim_k;
+  }
   const int32_t dv = a.head_dim_v;
   // Per head: running max, running sum, accumulator row (n_group rows of dv floats).
   float m[kMaxGroup];
@@ -314,6 +328,9 @@ void paged_attention_as(const PagedAttentionArgs& a) {
     float* out = a.out + g * a.out_stride;
     for (int32_t d = 0; d < dv; d += 8) {
       _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + g * dv + d), inv));
+    }
+    if constexpr (D == KVDType::Q4) {
+      for (int32_t d = 0; d < dv; d += kKVQ4Group) hadamard32(out + d);
     }
   }
 }

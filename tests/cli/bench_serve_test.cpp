@@ -314,6 +314,16 @@ TEST_F(BenchServeEndToEndTest, ChainsSendEachRequestAfterThePreviousReply) {
   }
 }
 
+// The one-line message serve_config_from_flags gives for f, or "no error".
+std::string error_of(const FlagValues& f) {
+  try {
+    serve_config_from_flags(f);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(BenchServeFlagsTest, MultiTurn) {
   const ServeBenchConfig c = serve_config_from_flags(
       {{"dataset", "multiturn"}, {"turns", "5"}, {"conversations", "3"}, {"system-len", "40"}});
@@ -325,14 +335,6 @@ TEST(BenchServeFlagsTest, MultiTurn) {
   const ServeBenchConfig d = serve_config_from_flags({{"dataset", "multiturn"}});
   EXPECT_EQ(d.dataset.turns, 10);
   EXPECT_EQ(d.dataset.system_len, 0);
-  const auto error_of = [](const FlagValues& f) -> std::string {
-    try {
-      serve_config_from_flags(f);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   EXPECT_EQ(error_of({{"dataset", "multiturn"}, {"endpoint", "completions"}}),
             "--dataset multiturn sends chat histories: use --endpoint chat");
   EXPECT_EQ(error_of({{"dataset", "multiturn"}, {"num-prompts", "8"}}),
@@ -363,14 +365,6 @@ TEST(BenchServeFlagsTest, DefaultsAndValues) {
 }
 
 TEST(BenchServeFlagsTest, BadValuesAreOneLineErrors) {
-  const auto error_of = [](const FlagValues& f) -> std::string {
-    try {
-      serve_config_from_flags(f);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   EXPECT_EQ(error_of({{"num-prompts", "x"}}), "--num-prompts x: expected an integer");
   EXPECT_EQ(error_of({{"num-prompts", "0"}}), "--num-prompts must be at least 1");
   EXPECT_EQ(error_of({{"request-rate", "0"}}), "--request-rate must be positive, or inf");

@@ -42,6 +42,13 @@ inline std::vector<NamedTable> simd_tables() {
   return out;
 }
 
+// The scalar table, then every SIMD one: what a kernel test runs each case on.
+inline std::vector<const cpu::KernelTable*> all_tables() {
+  std::vector<const cpu::KernelTable*> out{&cpu::scalar_kernel_table()};
+  for (const NamedTable& nt : simd_tables()) out.push_back(nt.table);
+  return out;
+}
+
 // Encodes `rows` rows of k floats in dtype.
 inline std::vector<uint8_t> encode_rows(DType dtype, const std::vector<float>& x, int64_t k) {
   const size_t rb = row_bytes(dtype, k);

@@ -12,13 +12,8 @@
 namespace tokamak::cpu {
 namespace {
 
+using test::all_tables;
 using test::random_floats;
-
-std::vector<const KernelTable*> all_tables() {
-  std::vector<const KernelTable*> t{&scalar_kernel_table()};
-  for (const auto& nt : test::simd_tables()) t.push_back(nt.table);
-  return t;
-}
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16,
                               DType::Q8_0, DType::Q4_0, DType::Q4_1};

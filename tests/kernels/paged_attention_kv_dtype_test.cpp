@@ -21,6 +21,7 @@
 namespace tokamak::cpu {
 namespace {
 
+using test::all_tables;
 using test::random_floats;
 
 struct Case {
@@ -139,12 +140,6 @@ struct Fixture {
     return out;
   }
 };
-
-std::vector<const KernelTable*> all_tables() {
-  std::vector<const KernelTable*> out{&scalar_kernel_table()};
-  for (const auto& nt : test::simd_tables()) out.push_back(nt.table);
-  return out;
-}
 
 std::vector<Case> cases() {
   std::vector<Case> out;

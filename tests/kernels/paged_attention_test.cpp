@@ -23,6 +23,7 @@
 namespace tokamak::cpu {
 namespace {
 
+using test::all_tables;
 using test::random_floats;
 
 std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -154,12 +155,6 @@ struct Fixture {
     return out;
   }
 };
-
-std::vector<const KernelTable*> all_tables() {
-  std::vector<const KernelTable*> out{&scalar_kernel_table()};
-  for (const auto& nt : test::simd_tables()) out.push_back(nt.table);
-  return out;
-}
 
 // A spread of shapes: every group size, head dim and block size, contexts around the tile and
 // block edges and up to ~600.

@@ -225,6 +225,7 @@ EngineGauges ApiServer::gauges() const {
     g.preemptions_total = s.preemptions;
     g.prefix_cache_queries_total = s.prefix_cache_queries;
     g.prefix_cache_hits_total = s.prefix_cache_hits;
+    g.kv_window_dropped_total = s.kv_window_dropped_tokens;
     const KVTierStats& t = s.kv_tiers;
     g.tier_host_hits_total = t.host_hits;
     g.tier_disk_hits_total = t.disk_hits;

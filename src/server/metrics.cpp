@@ -178,6 +178,9 @@ std::string ServerMetrics::prometheus_text(const EngineGauges& g) const {
   w.family("tokamak:prefix_cache_disk_rejected_total", "counter",
            "KV block files removed as corrupt, truncated or another model's.");
   w.sample("tokamak:prefix_cache_disk_rejected_total", count(g.tier_disk_rejected_total));
+  w.family("tokamak:kv_window_dropped_tokens_total", "counter",
+           "Tokens a sliding KV window (--kv-window) dropped from sequences' caches.");
+  w.sample("tokamak:kv_window_dropped_tokens_total", count(g.kv_window_dropped_total));
 
   std::lock_guard lock(mu_);
   w.family("tokamak:prompt_tokens_total", "counter", "Number of prefill tokens processed.");

@@ -53,6 +53,7 @@ struct EngineGauges {
   int64_t tier_disk_rejected_total = 0;
   double tier_host_bytes = 0;
   double tier_disk_bytes = 0;
+  int64_t kv_window_dropped_total = 0;  // tokens a sliding KV window dropped (--kv-window)
 };
 
 class ServerMetrics {

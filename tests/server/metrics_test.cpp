@@ -76,7 +76,8 @@ const EngineGauges kGauges{.running = 3,
                            .tier_host_hits_total = 7,
                            .tier_disk_hits_total = 5,
                            .tier_disk_rejected_total = 2,
-                           .tier_host_bytes = 4096};
+                           .tier_host_bytes = 4096,
+                           .kv_window_dropped_total = 96};
 
 TEST(ServerMetricsTest, DerivesLatenciesFromSampleMetrics) {
   ServerMetrics metrics("m");
@@ -222,6 +223,7 @@ TEST(ServerMetricsTest, ExposesTheGaugesGiven) {
   EXPECT_EQ(value(text, m("tokamak:num_preemptions_total")), 4);
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_queries_total")), 1000);
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_hits_total")), 640);
+  EXPECT_EQ(value(text, m("tokamak:kv_window_dropped_tokens_total")), 96);
   const auto tier = [](const std::string& name, const char* t) {
     return name + "{model_name=\"m\",tier=\"" + t + "\"}";
   };
@@ -271,6 +273,7 @@ TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
       {"tokamak:prefix_cache_tier_evictions_total", "counter"},
       {"tokamak:prefix_cache_tier_bytes", "gauge"},
       {"tokamak:prefix_cache_disk_rejected_total", "counter"},
+      {"tokamak:kv_window_dropped_tokens_total", "counter"},
       {"tokamak:request_errors_total", "counter"},
   };
   EXPECT_EQ(types, expected);

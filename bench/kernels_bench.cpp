@@ -141,7 +141,7 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDType dtype
   Ops& ops = bc->ops(threads, 1, 1);
   const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
   PagedKVView kv;
-  kv.dtype = dtype;
+  kv.dtypes = dtype;
   kv.block_size = kBlockSize;
   kv.n_head_kv = shape.n_head_kv;
   kv.head_dim_k = kv.head_dim_v = kHeadDim;

@@ -50,7 +50,7 @@ nlohmann::json engine_json(const EngineCore& core) {
           {"kv_tokens", int64_t{kv.n_blocks()} * kv.block_size()},
           {"kv_bytes", kv.total_bytes()},
           {"kv_bytes_per_token", kv.bytes_per_token()},
-          {"kv_dtype", kv_dtype_name(kv.dtype())},
+          {"kv_dtype", kv_dtypes_name(kv.dtype())},
           {"kv_budget", o.kv_budget.describe()},
           {"max_batched_tokens", o.max_batched_tokens},
           {"max_seqs", o.max_seqs},

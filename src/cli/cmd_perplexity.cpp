@@ -47,10 +47,11 @@ std::string read_text(const std::string& path) {
 // Checks the flags that need no model, so that a bad command line fails before a load.
 PerplexityOptions perplexity_options(const PerplexityFlags& f) {
   if (f.text_file.empty()) throw Error("give the text to score with -f FILE");
-  const std::optional<KVDType> dtype = kv_dtype_from_name(f.kv_dtype);
+  const std::optional<KVDTypes> dtype = kv_dtypes_from_name(f.kv_dtype);
   if (!dtype) {
-    throw Error(fmt::format("invalid --kv-dtype \"{}\": expected one of {}", f.kv_dtype,
-                            kv_dtype_choices()));
+    throw Error(
+        fmt::format("invalid --kv-dtype \"{}\": expected one of {}, or KEYS,VALUES such as int8,q4",
+                    f.kv_dtype, kv_dtype_choices()));
   }
   if (f.ctx < 2) throw Error(fmt::format("--ctx must be at least 2, got {}", f.ctx));
   if (f.stride < 0 || f.stride > f.ctx) {
@@ -88,7 +89,7 @@ void run(const PerplexityFlags& f) {
   };
   const PerplexityResult r = compute_perplexity(*loaded.model, tokens, opts, progress);
 
-  const std::string dtype(kv_dtype_name(opts.kv_dtype));
+  const std::string dtype = kv_dtypes_name(opts.kv_dtype);
   const std::vector<TableRow> rows = {
       {"model", model_path},
       {"file", f.text_file},
@@ -148,7 +149,8 @@ void add_perplexity_command(CLI::App& app) {
                   "use only the first N tokens of the text (0 = all)")
       ->capture_default_str();
   cmd->add_option("--kv-dtype", f->kv_dtype,
-                  std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()))
+                  std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()) +
+                      ", or one for keys and one for values: int8,q4")
       ->capture_default_str();
   cmd->add_option("-t,--threads", f->threads, "kernel threads (0 = all cores)")
       ->check(CLI::Range(0, 1024));

@@ -77,7 +77,8 @@ void EngineFlags::add_to(CLI::App& cmd) {
                  "(\"0.3\", \"30%\"); default 25% of free memory");
   cmd.add_option("--kv-tokens", kv_tokens, "KV cache size in tokens (instead of --kv-memory)");
   cmd.add_option("--kv-dtype", kv_dtype,
-                 std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()))
+                 std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()) +
+                     ", or one for keys and one for values: int8,q4")
       ->capture_default_str();
   cmd.add_option("--block-size", block_size, "tokens per KV block")->capture_default_str();
   cmd.add_option("--max-batched-tokens", max_batched_tokens,
@@ -212,22 +213,27 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
                   kv.block_size(), tokens, format_bytes(static_cast<double>(kv.total_bytes())),
                   opts.kv_budget.describe());
 
-  // The formula, with the element size of the dtype and its scales, from the cache's own
+  // The formula, with the element sizes of the dtypes and their scales, from the cache's own
   // figures so that the line cannot drift from what was allocated.
   const size_t element_bytes = shape.element_bytes_per_token();
   const size_t scale_bytes = shape.scale_bytes_per_block();
-  const std::string_view dtype = kv_dtype_name(shape.dtype);
-  const double element_size =
-      static_cast<double>(element_bytes) /
-      (double(shape.n_layer) * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v));
-  const char* unit = element_size == 1.0 ? "byte" : "bytes";
-  const std::string elements =
-      shape.head_dim_k == shape.head_dim_v
-          ? fmt::format("2 (K and V) x {} layers x {} kv-heads x {} head-dim x {:g} {} ({})",
-                        shape.n_layer, shape.n_head_kv, shape.head_dim_k, element_size, unit, dtype)
-          : fmt::format("{} layers x {} kv-heads x ({} K + {} V head-dim) x {:g} {} ({})",
-                        shape.n_layer, shape.n_head_kv, shape.head_dim_k, shape.head_dim_v,
-                        element_size, unit, dtype);
+  const std::string dtype = kv_dtypes_name(shape.dtype);
+  const auto bytes_of = [](KVDType d) {
+    const double b = static_cast<double>(kv_row_bytes(d, 64)) / 64;
+    return fmt::format("{:g} {}", b, b == 1.0 ? "byte" : "bytes");
+  };
+  std::string elements;
+  if (shape.dtype.k == shape.dtype.v && shape.head_dim_k == shape.head_dim_v) {
+    elements =
+        fmt::format("2 (K and V) x {} layers x {} kv-heads x {} head-dim x {} ({})", shape.n_layer,
+                    shape.n_head_kv, shape.head_dim_k, bytes_of(shape.dtype.k), dtype);
+  } else {
+    elements =
+        fmt::format("{} layers x {} kv-heads x ({} K head-dim x {} ({}) + {} V head-dim x {} ({}))",
+                    shape.n_layer, shape.n_head_kv, shape.head_dim_k, bytes_of(shape.dtype.k),
+                    kv_dtype_name(shape.dtype.k), shape.head_dim_v, bytes_of(shape.dtype.v),
+                    kv_dtype_name(shape.dtype.v));
+  }
   if (scale_bytes == 0) {
     out += fmt::format("KV bytes per token = {} = {} B\n", elements, element_bytes);
   } else {

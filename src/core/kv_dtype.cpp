@@ -28,6 +28,23 @@ std::optional<KVDType> kv_dtype_from_name(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<KVDTypes> kv_dtypes_from_name(std::string_view s) {
+  const size_t comma = s.find(',');
+  if (comma == std::string_view::npos) {
+    const auto both = kv_dtype_from_name(s);
+    return both ? std::optional<KVDTypes>(*both) : std::nullopt;
+  }
+  const auto k = kv_dtype_from_name(s.substr(0, comma));
+  const auto v = kv_dtype_from_name(s.substr(comma + 1));
+  if (!k || !v) return std::nullopt;
+  return KVDTypes(*k, *v);
+}
+
+std::string kv_dtypes_name(const KVDTypes& d) {
+  if (d.k == d.v) return std::string(kv_dtype_name(d.k));
+  return std::string(kv_dtype_name(d.k)) + "," + std::string(kv_dtype_name(d.v));
+}
+
 std::string_view kv_dtype_choices() {
   return "f16|bf16|f32|int8|fp8|q4";
 }

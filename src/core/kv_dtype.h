@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tokamak {
@@ -31,6 +32,22 @@ std::string_view kv_dtype_name(KVDType dtype);                  // "f16", "int8"
 std::optional<KVDType> kv_dtype_from_name(std::string_view s);  // any case
 // "f16|bf16|f32|int8|fp8|q4", for help and error texts.
 std::string_view kv_dtype_choices();
+
+// The dtypes of keys and of values, which may differ: keys are the sensitive half (their few
+// outlier channels set the scales), so "int8,q4" keeps most of q4's saving at int8's
+// quality (docs/BENCHMARKS.md, "KV dtypes").
+struct KVDTypes {
+  KVDType k = KVDType::F16;
+  KVDType v = KVDType::F16;
+
+  KVDTypes() = default;
+  KVDTypes(KVDType both) : k(both), v(both) {}  // NOLINT: one dtype means both
+  KVDTypes(KVDType key, KVDType value) : k(key), v(value) {}
+  bool operator==(const KVDTypes&) const = default;
+};
+// "q4" (both) or "int8,q4" (keys, values); nullopt for anything else.
+std::optional<KVDTypes> kv_dtypes_from_name(std::string_view s);
+std::string kv_dtypes_name(const KVDTypes& d);  // "q4" when both are q4, else "int8,q4"
 
 // Bytes of one row of head_dim elements (head_dim a multiple of kKVQ4Group for q4).
 size_t kv_row_bytes(KVDType dtype, int32_t head_dim);

@@ -34,17 +34,21 @@ struct PagedKVView {
   uint8_t* v = nullptr;         // (n_blocks, n_head_kv, block_size, v_row_bytes())
   uint8_t* k_scales = nullptr;  // (n_blocks, n_head_kv, k_tile_scale_bytes()); may be null
   uint8_t* v_scales = nullptr;  // when the dtype has no scales
-  KVDType dtype = KVDType::F16;
+  KVDTypes dtypes;              // of keys and of values
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
 
-  size_t k_row_bytes() const { return kv_row_bytes(dtype, head_dim_k); }
-  size_t v_row_bytes() const { return kv_row_bytes(dtype, head_dim_v); }
-  size_t k_tile_scale_bytes() const { return kv_tile_scale_bytes(dtype, block_size, head_dim_k); }
-  size_t v_tile_scale_bytes() const { return kv_tile_scale_bytes(dtype, block_size, head_dim_v); }
+  size_t k_row_bytes() const { return kv_row_bytes(dtypes.k, head_dim_k); }
+  size_t v_row_bytes() const { return kv_row_bytes(dtypes.v, head_dim_v); }
+  size_t k_tile_scale_bytes() const {
+    return kv_tile_scale_bytes(dtypes.k, block_size, head_dim_k);
+  }
+  size_t v_tile_scale_bytes() const {
+    return kv_tile_scale_bytes(dtypes.v, block_size, head_dim_v);
+  }
 
   // Bytes between consecutive KV heads / blocks in k and v.
   size_t k_head_stride() const { return size_t(block_size) * k_row_bytes(); }

@@ -53,7 +53,7 @@ struct PerplexityOptions {
   int32_t ctx = 512;        // tokens per window
   int32_t stride = 0;       // tokens between window starts; 0 = ctx / 2
   int32_t block_size = 16;  // tokens per KV block
-  KVDType kv_dtype = KVDType::F16;
+  KVDTypes kv_dtype;        // of keys and values
 
   int32_t resolved_stride() const { return stride > 0 ? stride : (ctx / 2 > 0 ? ctx / 2 : 1); }
 };

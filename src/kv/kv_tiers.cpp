@@ -9,10 +9,12 @@ namespace tokamak {
 
 BlockKey kv_store_identity(const BlockKey& model_identity, const KVCacheShape& s) {
   Sha256 sha;
-  const char tag[] = "tokamak kv block v1";
+  // v2: q4 rows are stored Hadamard-rotated; K and V dtypes may differ.
+  const char tag[] = "tokamak kv block v2";
   sha.update(tag, sizeof(tag));
   sha.update(model_identity.data(), model_identity.size());
-  const int32_t fields[] = {static_cast<int32_t>(s.dtype),
+  const int32_t fields[] = {static_cast<int32_t>(s.dtype.k),
+                            static_cast<int32_t>(s.dtype.v),
                             s.block_size,
                             s.n_layer,
                             s.n_head_kv,

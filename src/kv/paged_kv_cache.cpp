@@ -34,21 +34,22 @@ void check_shape(const KVCacheShape& s) {
   check_positive(s.head_dim_k, "head_dim_k");
   check_positive(s.head_dim_v, "head_dim_v");
   check_positive(s.block_size, "block_size");
-  if (!kv_dtype_supports(s.dtype, s.head_dim_k) || !kv_dtype_supports(s.dtype, s.head_dim_v)) {
+  if (!kv_dtype_supports(s.dtype.k, s.head_dim_k) || !kv_dtype_supports(s.dtype.v, s.head_dim_v)) {
     throw Error(fmt::format("KV dtype {} needs head dims that are multiples of {}, got {} and {}",
-                            kv_dtype_name(s.dtype), kKVQ4Group, s.head_dim_k, s.head_dim_v));
+                            kv_dtypes_name(s.dtype), kKVQ4Group, s.head_dim_k, s.head_dim_v));
   }
 }
 
-// Bytes of one layer's block in the element pool of a head dim: n_head_kv x block_size rows.
-size_t block_row_bytes(const KVCacheShape& s, int32_t head_dim) {
+// Bytes of one layer's block in the element pool of keys or values (dtype, head dim):
+// n_head_kv x block_size rows.
+size_t block_row_bytes(const KVCacheShape& s, KVDType dtype, int32_t head_dim) {
   return checked_mul(checked_mul(size_t(s.n_head_kv), size_t(s.block_size), "block"),
-                     kv_row_bytes(s.dtype, head_dim), "block");
+                     kv_row_bytes(dtype, head_dim), "block");
 }
 
-// Bytes of one layer's block in the scale pool of a head dim: n_head_kv tiles' scales.
-size_t block_scale_bytes(const KVCacheShape& s, int32_t head_dim) {
-  return checked_mul(size_t(s.n_head_kv), kv_tile_scale_bytes(s.dtype, s.block_size, head_dim),
+// Bytes of one layer's block in the scale pool of keys or values: n_head_kv tiles' scales.
+size_t block_scale_bytes(const KVCacheShape& s, KVDType dtype, int32_t head_dim) {
+  return checked_mul(size_t(s.n_head_kv), kv_tile_scale_bytes(dtype, s.block_size, head_dim),
                      "block");
 }
 
@@ -72,7 +73,7 @@ size_t KVCacheShape::element_bytes_per_token() const {
   check_shape(*this);
   const size_t heads = checked_mul(size_t(n_layer), size_t(n_head_kv), "bytes per token");
   // Each row is at most 4 * INT32_MAX bytes: the sum fits size_t.
-  return checked_mul(heads, kv_row_bytes(dtype, head_dim_k) + kv_row_bytes(dtype, head_dim_v),
+  return checked_mul(heads, kv_row_bytes(dtype.k, head_dim_k) + kv_row_bytes(dtype.v, head_dim_v),
                      "bytes per token");
 }
 
@@ -80,8 +81,8 @@ size_t KVCacheShape::scale_bytes_per_block() const {
   check_shape(*this);
   const size_t heads = checked_mul(size_t(n_layer), size_t(n_head_kv), "bytes per block");
   return checked_mul(heads,
-                     kv_tile_scale_bytes(dtype, block_size, head_dim_k) +
-                         kv_tile_scale_bytes(dtype, block_size, head_dim_v),
+                     kv_tile_scale_bytes(dtype.k, block_size, head_dim_k) +
+                         kv_tile_scale_bytes(dtype.v, block_size, head_dim_v),
                      "bytes per block");
 }
 
@@ -102,20 +103,22 @@ double KVCacheShape::bytes_per_token() const {
 PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks)
     : shape_(checked(shape, n_blocks)),
       pool_(n_blocks),
-      k_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.head_dim_k))),
-      v_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.head_dim_v))),
-      k_scales_(pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.head_dim_k))),
-      v_scales_(pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.head_dim_v))) {}
+      k_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.k, shape.head_dim_k))),
+      v_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.v, shape.head_dim_v))),
+      k_scales_(
+          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.k, shape.head_dim_k))),
+      v_scales_(
+          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))) {}
 
 PagedKVCache::BlockBytes PagedKVCache::block_bytes(int32_t layer, int32_t block) const {
   assert(layer >= 0 && layer < shape_.n_layer);
   assert(block >= 0 && block < n_blocks());
   const size_t index = size_t(layer) * size_t(n_blocks()) + size_t(block);
   BlockBytes b;
-  b.size[0] = block_row_bytes(shape_, shape_.head_dim_k);
-  b.size[1] = block_row_bytes(shape_, shape_.head_dim_v);
-  b.size[2] = block_scale_bytes(shape_, shape_.head_dim_k);
-  b.size[3] = block_scale_bytes(shape_, shape_.head_dim_v);
+  b.size[0] = block_row_bytes(shape_, shape_.dtype.k, shape_.head_dim_k);
+  b.size[1] = block_row_bytes(shape_, shape_.dtype.v, shape_.head_dim_v);
+  b.size[2] = block_scale_bytes(shape_, shape_.dtype.k, shape_.head_dim_k);
+  b.size[3] = block_scale_bytes(shape_, shape_.dtype.v, shape_.head_dim_v);
   const AlignedBuffer<uint8_t>* pools[4] = {&k_, &v_, &k_scales_, &v_scales_};
   for (int i = 0; i < 4; ++i) {
     b.data[i] =
@@ -131,7 +134,7 @@ PagedKVView PagedKVCache::layer(int32_t layer) const {
   view.v = b.data[1];
   view.k_scales = b.data[2];
   view.v_scales = b.data[3];
-  view.dtype = shape_.dtype;
+  view.dtypes = shape_.dtype;
   view.n_blocks = n_blocks();
   view.block_size = shape_.block_size;
   view.n_head_kv = shape_.n_head_kv;

@@ -37,7 +37,7 @@ struct KVCacheShape {
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
   int32_t block_size = 16;
-  KVDType dtype = KVDType::F16;
+  KVDTypes dtype;  // of keys and of values (one KVDType sets both)
 
   // Bytes of K and V elements for one token over all layers; bytes of K and V scales for one
   // block over all layers (0 for f16, bf16, f32); all bytes of one block of block_size tokens
@@ -57,7 +57,7 @@ class PagedKVCache {
   const KVCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
-  KVDType dtype() const { return shape_.dtype; }
+  KVDTypes dtype() const { return shape_.dtype; }
   double bytes_per_token() const { return shape_.bytes_per_token(); }
   size_t total_bytes() const { return k_.size() + v_.size() + k_scales_.size() + v_scales_.size(); }
 

@@ -231,13 +231,16 @@ void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const in
       for (int32_t h = 0; h < kv.n_head_kv; ++h) {
         const float* k_src = kr.row<const float>(r) + h * dk;
         const float* v_src = vr.row<const float>(r) + h * dv;
-        if (kv.dtype == KVDType::F16) {
+        if (kv.dtypes.k == KVDType::F16) {
           kt_.to_f16(k_src, reinterpret_cast<uint16_t*>(kv.k_tile(block, h)) + row * dk, dk);
+        } else {
+          cpu::kv_write_row(kv.dtypes.k, k_src, dk, kv.k_tile(block, h), kv.k_tile_scales(block, h),
+                            row);
+        }
+        if (kv.dtypes.v == KVDType::F16) {
           kt_.to_f16(v_src, reinterpret_cast<uint16_t*>(kv.v_tile(block, h)) + row * dv, dv);
         } else {
-          cpu::kv_write_row(kv.dtype, k_src, dk, kv.k_tile(block, h), kv.k_tile_scales(block, h),
-                            row);
-          cpu::kv_write_row(kv.dtype, v_src, dv, kv.v_tile(block, h), kv.v_tile_scales(block, h),
+          cpu::kv_write_row(kv.dtypes.v, v_src, dv, kv.v_tile(block, h), kv.v_tile_scales(block, h),
                             row);
         }
       }
@@ -267,9 +270,9 @@ void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> block
       const int32_t offset = r % kv.block_size;
       uint8_t* tile = kv.k_tile(block, h);
       uint8_t* scales = kv.k_tile_scales(block, h);
-      cpu::kv_decode_row(kv.dtype, tile, scales, dk, offset, row);
+      cpu::kv_decode_row(kv.dtypes.k, tile, scales, dk, offset, row);
       cpu::rope_apply(row, 1, dk, rope.n_rot, cos_sin);
-      cpu::kv_write_row(kv.dtype, row, dk, tile, scales, offset);
+      cpu::kv_write_row(kv.dtypes.k, row, dk, tile, scales, offset);
     }
   });
 }
@@ -329,7 +332,7 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
       a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
       a.out_stride = p.head_dim_v;
       a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
-      a.dtype = kv.dtype;
+      a.dtypes = kv.dtypes;
       a.k = kv.k_tile(0, hk);
       a.v = kv.v_tile(0, hk);
       a.k_block_stride = static_cast<int64_t>(kv.k_block_stride());

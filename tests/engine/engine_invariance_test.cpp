@@ -37,7 +37,7 @@ struct Config {
   int32_t swap_blocks = 0;  // > 0: swap space for only this many blocks
   bool prefix_cache = true;
   SchedulePolicy policy = SchedulePolicy::Fcfs;
-  KVDType kv_dtype = KVDType::F16;  // the solo oracle uses the same dtype
+  KVDTypes kv_dtype = KVDType::F16;  // the solo oracle uses the same dtypes
 };
 
 // The workload's longest sequence has 136 tokens: a pool of 2 x 136 holds about two. With
@@ -84,6 +84,8 @@ const Config kConfigs[] = {
     {"Q4_Chunk7_Block16", 16, 7, true, 0, kRecompute, 64, 0, true, kFcfs, KVDType::Q4},
     {"Q4_TinyPoolSwap_Chunk16_Block1", 1, 16, true, kTinier, kSwap, 64, 0, true, kFcfs,
      KVDType::Q4},
+    {"Int8Q4_TinyPoolSwap_Chunk16_Block16", 16, 16, true, kTiny, kSwap, 64, 0, true, kFcfs,
+     KVDTypes(KVDType::Int8, KVDType::Q4)},
     {"Q4_NoPrefixCache_TinyPoolRecompute_Chunk64_Block16", 16, 64, true, kTiny, kRecompute, 64, 0,
      false, kFcfs, KVDType::Q4},
 };
@@ -143,12 +145,14 @@ class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, 
     model_ = test::load_synthetic(test::small_spec());
     // Every request alone, in a roomy engine with the default block size and chunking, and
     // no prefix cache, for each KV dtype.
-    for (KVDType dtype : {KVDType::F16, KVDType::BF16, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
+    for (KVDTypes dtype :
+         {KVDTypes(KVDType::F16), KVDTypes(KVDType::BF16), KVDTypes(KVDType::Int8),
+          KVDTypes(KVDType::Fp8), KVDTypes(KVDType::Q4), KVDTypes(KVDType::Int8, KVDType::Q4)}) {
       EngineOptions o = test::no_cache_options();
       o.kv_dtype = dtype;
       EngineCore solo(*model_->model, *model_->tok, o);
       for (const Arrival& a : workload(Arrivals::Staggered, model_->tok->n_vocab())) {
-        solo_[{dtype, a.id}] = test::run_alone(solo, a.request, a.id);
+        solo_[{kv_dtypes_name(dtype), a.id}] = test::run_alone(solo, a.request, a.id);
         test::expect_all_free(solo);
       }
     }
@@ -159,11 +163,11 @@ class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, 
   }
 
   static std::unique_ptr<test::TestModel> model_;
-  static std::map<std::pair<KVDType, uint64_t>, test::SampleResult> solo_;
+  static std::map<std::pair<std::string, uint64_t>, test::SampleResult> solo_;
 };
 
 std::unique_ptr<test::TestModel> EngineInvarianceTest::model_;
-std::map<std::pair<KVDType, uint64_t>, test::SampleResult> EngineInvarianceTest::solo_;
+std::map<std::pair<std::string, uint64_t>, test::SampleResult> EngineInvarianceTest::solo_;
 
 TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   const auto& [config, arrivals] = GetParam();
@@ -177,7 +181,7 @@ TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   int64_t sample_preemptions = 0;
   for (const Arrival& a : work) {
     prompt_tokens += int64_t(a.request.prompt.size());
-    const test::SampleResult& solo = solo_.at({config.kv_dtype, a.id});
+    const test::SampleResult& solo = solo_.at({kv_dtypes_name(config.kv_dtype), a.id});
     ASSERT_TRUE(solo.finish.has_value());
     for (int32_t i = 0; i < a.request.n; ++i) {
       const test::SampleResult& s = r.log.at(a.id, i);

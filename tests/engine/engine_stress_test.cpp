@@ -96,6 +96,7 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   }
   const KVDType dtypes[] = {KVDType::F16, KVDType::Int8, KVDType::Fp8, KVDType::Q4};
   o.kv_dtype = chance(0.5) ? KVDType::F16 : dtypes[uniform(1, 3)];
+  if (o.kv_dtype.k == KVDType::Q4 && chance(0.5)) o.kv_dtype.k = KVDType::Int8;  // int8,q4
   // A sliding KV window for some seeds: small enough that 64-token sequences slide, and a
   // pool that holds one window. Outputs then depend on how prompts were chunked (see
   // engine/kv_window.h), so those seeds skip the solo comparison and keep every other check.
@@ -134,7 +135,7 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
                << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
                << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy) << ", kv "
-               << kv_dtype_name(o.kv_dtype) << ", kv window " << o.kv_window << ", host tier "
+               << kv_dtypes_name(o.kv_dtype) << ", kv window " << o.kv_window << ", host tier "
                << o.kv_tiers.host_bytes << " B, disk tier " << o.kv_tiers.disk_bytes << " B");
 
   EngineCore core(*m.model, *m.tok, o);

@@ -25,7 +25,7 @@ using test::all_tables;
 using test::random_floats;
 
 struct Case {
-  KVDType dtype;
+  KVDTypes dtype;
   int32_t n_group;
   int32_t dk;
   int32_t dv;
@@ -33,7 +33,7 @@ struct Case {
   int64_t n_kv;
 
   std::string name() const {
-    return std::string(kv_dtype_name(dtype)) + " group " + std::to_string(n_group) + " dk " +
+    return kv_dtypes_name(dtype) + " group " + std::to_string(n_group) + " dk " +
            std::to_string(dk) + " dv " + std::to_string(dv) + " block " +
            std::to_string(block_size) + " n_kv " + std::to_string(n_kv);
   }
@@ -51,7 +51,7 @@ struct Fixture {
 
   Fixture(const Case& cs, uint64_t seed, uint64_t placement_seed) : c(cs) {
     const auto used = static_cast<int32_t>((c.n_kv + c.block_size - 1) / c.block_size);
-    view.dtype = c.dtype;
+    view.dtypes = c.dtype;
     view.n_blocks = used + 3;
     view.block_size = c.block_size;
     view.n_head_kv = 2;
@@ -81,15 +81,15 @@ struct Fixture {
       const float range = 0.5f + static_cast<float>((j * 37) % 13) / 4.0f;
       const auto kx = random_floats(c.dk, seed + 1000 + j, -range, range);
       const auto vx = random_floats(c.dv, seed + 5000 + j, -range, range);
-      kv_write_row(c.dtype, kx.data(), c.dk, view.k_tile(b, 1), view.k_tile_scales(b, 1), row);
-      kv_write_row(c.dtype, vx.data(), c.dv, view.v_tile(b, 1), view.v_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.k, kx.data(), c.dk, view.k_tile(b, 1), view.k_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.v, vx.data(), c.dv, view.v_tile(b, 1), view.v_tile_scales(b, 1), row);
     }
     for (int64_t j = 0; j < c.n_kv; ++j) {  // after all writes: re-encoding is done
       const int32_t b = table[j / c.block_size];
       const auto row = static_cast<int32_t>(j % c.block_size);
-      kv_decode_row(c.dtype, view.k_tile(b, 1), view.k_tile_scales(b, 1), c.dk, row,
+      kv_decode_row(c.dtype.k, view.k_tile(b, 1), view.k_tile_scales(b, 1), c.dk, row,
                     &k_dec[j * c.dk]);
-      kv_decode_row(c.dtype, view.v_tile(b, 1), view.v_tile_scales(b, 1), c.dv, row,
+      kv_decode_row(c.dtype.v, view.v_tile(b, 1), view.v_tile_scales(b, 1), c.dv, row,
                     &v_dec[j * c.dv]);
     }
   }
@@ -102,7 +102,7 @@ struct Fixture {
     a.out = out.data();
     a.out_stride = c.dv;
     a.n_group = c.n_group;
-    a.dtype = c.dtype;
+    a.dtypes = c.dtype;
     a.k = view.k_tile(0, 1);
     a.v = view.v_tile(0, 1);
     a.k_block_stride = static_cast<int64_t>(view.k_block_stride());

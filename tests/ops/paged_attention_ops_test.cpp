@@ -85,7 +85,7 @@ struct Shape {
   int32_t n_head_kv;
   int32_t head_dim;
   int32_t block_size;
-  KVDType dtype = KVDType::F16;
+  KVDTypes dtype = KVDType::F16;
 };
 
 // One sequence: its whole context's K/V rows (F32, as the model produces them), its block
@@ -109,15 +109,15 @@ class PagedBatch {
     int32_t used = 0;
     for (auto [ctx, nq] : ctx_and_queries) used += (ctx + s.block_size - 1) / s.block_size;
     const int32_t n_blocks = used + 5;
-    view_.dtype = s.dtype;
+    view_.dtypes = s.dtype;
     view_.n_blocks = n_blocks;
     view_.block_size = s.block_size;
     view_.n_head_kv = s.n_head_kv;
     view_.head_dim_k = view_.head_dim_v = s.head_dim;
     k_.assign(view_.k_block_stride() * n_blocks, 0);
-    v_.assign(k_.size(), 0);
+    v_.assign(view_.v_block_stride() * n_blocks, 0);
     k_scales_.assign(view_.k_scale_block_stride() * n_blocks + 1, 0);
-    v_scales_.assign(k_scales_.size(), 0);
+    v_scales_.assign(view_.v_scale_block_stride() * n_blocks + 1, 0);
     view_.k = k_.data();
     view_.v = v_.data();
     view_.k_scales = k_scales_.data();
@@ -358,12 +358,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{6, 2, 64, 16, KVDType::BF16}, Shape{4, 4, 80, 1, KVDType::F32},
                       Shape{6, 2, 64, 16, KVDType::Int8}, Shape{8, 2, 32, 4, KVDType::Int8},
                       Shape{6, 2, 64, 16, KVDType::Fp8}, Shape{12, 1, 32, 32, KVDType::Fp8},
-                      Shape{6, 2, 64, 16, KVDType::Q4}, Shape{3, 1, 128, 1, KVDType::Q4}),
+                      Shape{6, 2, 64, 16, KVDType::Q4}, Shape{3, 1, 128, 1, KVDType::Q4},
+                      Shape{6, 2, 64, 16, {KVDType::Int8, KVDType::Q4}}),
     [](const ::testing::TestParamInfo<Shape>& info) {
       const Shape& s = info.param;
-      return std::string(kv_dtype_name(s.dtype)) + "_heads" + std::to_string(s.n_head) + "_kv" +
-             std::to_string(s.n_head_kv) + "_dim" + std::to_string(s.head_dim) + "_block" +
-             std::to_string(s.block_size);
+      std::string d = kv_dtypes_name(s.dtype);
+      std::replace(d.begin(), d.end(), ',', '_');
+      return d + "_heads" + std::to_string(s.n_head) + "_kv" + std::to_string(s.n_head_kv) +
+             "_dim" + std::to_string(s.head_dim) + "_block" + std::to_string(s.block_size);
     });
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(ShiftPagedKTest, ShiftedKeysEqualKeysRotatedAtTheNewPositions) {
   for (KVDType dtype :
        {KVDType::F32, KVDType::F16, KVDType::BF16, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
     PagedKVView kv;
-    kv.dtype = dtype;
+    kv.dtypes = dtype;
     kv.n_blocks = 6;
     kv.block_size = bs;
     kv.n_head_kv = n_head_kv;

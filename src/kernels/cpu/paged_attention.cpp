@@ -19,9 +19,10 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
   assert(a.head_dim_k >= 1 && a.head_dim_k <= kMaxHeadDim);
   assert(a.head_dim_v >= 1 && a.head_dim_v <= kMaxHeadDim);
   assert(a.q_stride >= a.head_dim_k && a.out_stride >= a.head_dim_v);
-  assert(kv_dtype_supports(a.dtype, a.head_dim_k) && kv_dtype_supports(a.dtype, a.head_dim_v));
-  assert((a.k_scales != nullptr && a.v_scales != nullptr) ||
-         kv_tile_scale_bytes(a.dtype, a.block_size, a.head_dim_k) == 0);
+  assert(kv_dtype_supports(a.dtypes.k, a.head_dim_k) &&
+         kv_dtype_supports(a.dtypes.v, a.head_dim_v));
+  assert(a.k_scales != nullptr || kv_tile_scale_bytes(a.dtypes.k, a.block_size, a.head_dim_k) == 0);
+  assert(a.v_scales != nullptr || kv_tile_scale_bytes(a.dtypes.v, a.block_size, a.head_dim_v) == 0);
   kt.paged_attention(a);
 }
 
@@ -44,9 +45,9 @@ void paged_attention(const PagedAttentionArgs& a) {
       for (int32_t j = 0; j < n; ++j) {
         const int64_t block = a.block_table[(t0 + j) / a.block_size];
         const auto row = static_cast<int32_t>((t0 + j) % a.block_size);
-        kv_decode_row(a.dtype, a.k + block * a.k_block_stride,
+        kv_decode_row(a.dtypes.k, a.k + block * a.k_block_stride,
                       a.k_scales + block * a.k_scale_block_stride, dk, row, krow[j]);
-        kv_decode_row(a.dtype, a.v + block * a.v_block_stride,
+        kv_decode_row(a.dtypes.v, a.v + block * a.v_block_stride,
                       a.v_scales + block * a.v_scale_block_stride, dv, row, vrow[j]);
       }
       float s[kPagedTile];

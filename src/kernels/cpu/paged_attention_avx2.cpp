@@ -12,7 +12,8 @@
 // Heads go in register sub-groups of at most kSub; a head's arithmetic is the same in any
 // sub-group, so its result depends on nothing but its own query and the KV.
 //
-// Everything is templated on the KV dtype: Row<D>::load decodes 8 elements of a row in
+// Everything is templated on the dtypes of keys (DK) and values (DV): Row<D>::load decodes 8
+// elements of a row in
 // registers. int8 and fp8 rows are decoded without their row scale, which multiplies the
 // whole dot product (K) or the softmax weight (V) instead: one multiply per token, not per
 // element. q4 applies its group scales in the load.
@@ -131,7 +132,7 @@ inline float hmax(__m256 v) {
 // Scores of G heads (queries q + g * q_stride) for the tile's tokens: s[g][j] for j < n, -inf
 // for n <= j < n8. TJ tokens a step keep G * TJ accumulators in flight (8, 8, 12, 8 registers: the
 // fastest choices in a timing on Zen 3, with the query rows read from L1).
-template <KVDType D, int G>
+template <KVDType DK, int G>
 void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, float scale,
                  float (*s)[kPagedTile]) {
   constexpr int TJ = G == 1 ? 8 : G == 4 ? 2 : 4;
@@ -144,7 +145,7 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
       }
       for (int32_t d = 0; d < dk; d += 8) {
         for (int u = 0; u < TJ; ++u) {
-          const __m256 kv = Row<D>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], d);
+          const __m256 kv = Row<DK>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], d);
           for (int g = 0; g < G; ++g) {
             acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
           }
@@ -157,7 +158,9 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
     const __m256 valid = _mm256_castsi256_ps(
         _mm256_cmpgt_epi32(_mm256_set1_epi32(t.n - j8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     __m256 vscale = _mm256_set1_ps(scale);
-    if constexpr (token_scaled(D)) vscale = _mm256_mul_ps(vscale, _mm256_load_ps(t.k_scale + j8));
+    if constexpr (token_scaled(DK)) {
+      vscale = _mm256_mul_ps(vscale, _mm256_load_ps(t.k_scale + j8));
+    }
     const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
     for (int g = 0; g < G; ++g) {
       const __m256 r = _mm256_mul_ps(hsum_8x8(part[g]), vscale);
@@ -187,7 +190,7 @@ inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
 
 // acc[g][d0, d0 + 8C) = acc * alpha[g] + Σ_j p[g][j] v_j[d0, d0 + 8C), for G heads whose
 // accumulator rows are acc_stride floats apart.
-template <KVDType D, int G, int C>
+template <KVDType DV, int G, int C>
 void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                  int32_t acc_stride, int32_t d0) {
   __m256 a[G][C];
@@ -200,10 +203,10 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
   for (int32_t j = 0; j < t.n; ++j) {
     __m256 pj[G];
     for (int g = 0; g < G; ++g) {
-      pj[g] = _mm256_set1_ps(token_scaled(D) ? p[g][j] * t.v_scale[j] : p[g][j]);
+      pj[g] = _mm256_set1_ps(token_scaled(DV) ? p[g][j] * t.v_scale[j] : p[g][j]);
     }
     for (int c = 0; c < C; ++c) {
-      const __m256 vv = Row<D>::load(t.v[j], t.v_groups[j], d0 + 8 * c);
+      const __m256 vv = Row<DV>::load(t.v[j], t.v_groups[j], d0 + 8 * c);
       for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
     }
   }
@@ -213,50 +216,51 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
 }
 
 // C column chunks per pass: G * C accumulators (8, 8, 12, 8 registers), chosen as above.
-template <KVDType D, int G>
+template <KVDType DV, int G>
 void tile_values_all(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                      int32_t dv) {
   constexpr int C = G == 1 ? 8 : G == 4 ? 2 : 4;
   int32_t d0 = 0;
-  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<D, G, C>(t, p, alpha, acc, dv, d0);
-  for (; d0 < dv; d0 += 8) tile_values<D, G, 1>(t, p, alpha, acc, dv, d0);
+  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<DV, G, C>(t, p, alpha, acc, dv, d0);
+  for (; d0 < dv; d0 += 8) tile_values<DV, G, 1>(t, p, alpha, acc, dv, d0);
 }
 
-template <KVDType D, int G>
+template <KVDType DK, KVDType DV, int G>
 void tile_step(const Tile& t, const PagedAttentionArgs& a, int32_t g0, float (*s)[kPagedTile],
                float* m, float* l, float* acc) {
-  tile_scores<D, G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
+  tile_scores<DK, G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
   float alpha[G];
   for (int g = 0; g < G; ++g) alpha[g] = softmax_step(s[g0 + g], t.n8, m[g0 + g], l[g0 + g]);
-  tile_values_all<D, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
+  tile_values_all<DV, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
 }
 
 // The tile's row pointers and scales, from token t0 on (block index `block`, row `offset`
 // in it); advances block and offset past the tile.
-template <KVDType D>
+template <KVDType DK, KVDType DV>
 void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_t& offset,
                  Tile& t) {
-  const int64_t k_row = static_cast<int64_t>(kv_row_bytes(D, a.head_dim_k));
-  const int64_t v_row = static_cast<int64_t>(kv_row_bytes(D, a.head_dim_v));
+  const int64_t k_row = static_cast<int64_t>(kv_row_bytes(DK, a.head_dim_k));
+  const int64_t v_row = static_cast<int64_t>(kv_row_bytes(DV, a.head_dim_v));
   t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
   t.n8 = (t.n + 7) / 8 * 8;
   for (int32_t j = 0; j < t.n; ++j) {
     const int64_t b = a.block_table[block];
     t.k[j] = a.k + b * a.k_block_stride + offset * k_row;
     t.v[j] = a.v + b * a.v_block_stride + offset * v_row;
-    if constexpr (token_scaled(D)) {
-      const float unbias = D == KVDType::Fp8 ? kFp8Unbias : 1.0f;
-      const auto* ks = reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride);
-      const auto* vs = reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride);
-      t.k_scale[j] = half(ks[offset]) * unbias;
-      t.v_scale[j] = half(vs[offset]) * unbias;
+    const auto* k_scales =
+        reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride);
+    const auto* v_scales =
+        reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride);
+    if constexpr (token_scaled(DK)) {
+      t.k_scale[j] = half(k_scales[offset]) * (DK == KVDType::Fp8 ? kFp8Unbias : 1.0f);
     }
-    if constexpr (D == KVDType::Q4) {
-      t.k_groups[j] = reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride) +
-                      offset * (a.head_dim_k / kKVQ4Group);
-      t.v_groups[j] = reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride) +
-                      offset * (a.head_dim_v / kKVQ4Group);
+    if constexpr (token_scaled(DV)) {
+      t.v_scale[j] = half(v_scales[offset]) * (DV == KVDType::Fp8 ? kFp8Unbias : 1.0f);
     }
+    if constexpr (DK == KVDType::Q4)
+      t.k_groups[j] = k_scales + offset * (a.head_dim_k / kKVQ4Group);
+    if constexpr (DV == KVDType::Q4)
+      t.v_groups[j] = v_scales + offset * (a.head_dim_v / kKVQ4Group);
     if (++offset == a.block_size) {
       offset = 0;
       ++block;
@@ -272,13 +276,13 @@ void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_
   }
 }
 
-template <KVDType D>
+template <KVDType DK, KVDType DV>
 void paged_attention_as(const PagedAttentionArgs& a_in) {
-  // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here, and the
-  // outputs at the end, instead of every key and value.
-  alignas(32) float q_rot[D == KVDType::Q4 ? kMaxGroup * kMaxHeadDim : 1];
+  // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here (q4 keys), and
+  // the outputs at the end (q4 values), instead of every key and value.
+  alignas(32) float q_rot[DK == KVDType::Q4 ? kMaxGroup * kMaxHeadDim : 1];
   PagedAttentionArgs a = a_in;
-  if constexpr (D == KVDType::Q4) {
+  if constexpr (DK == KVDType::Q4) {
     for (int32_t g = 0; g < a.n_group; ++g) {
       float* row = q_rot + g * a.head_dim_k;
       std::copy(a_in.q + g * a_in.q_stride, a_in.q + g * a_in.q_stride + a.head_dim_k, row);
@@ -305,20 +309,20 @@ void paged_attention_as(const PagedAttentionArgs& a_in) {
   int64_t block = 0;   // index into the block table of token t0
   int32_t offset = 0;  // row of token t0 in its block
   for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
-    gather_tile<D>(a, t0, block, offset, t);
+    gather_tile<DK, DV>(a, t0, block, offset, t);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:
-          tile_step<D, 1>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 1>(t, a, g0, s, m, l, acc);
           break;
         case 2:
-          tile_step<D, 2>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 2>(t, a, g0, s, m, l, acc);
           break;
         case 3:
-          tile_step<D, 3>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 3>(t, a, g0, s, m, l, acc);
           break;
         default:
-          tile_step<D, 4>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 4>(t, a, g0, s, m, l, acc);
           break;
       }
     }
@@ -329,7 +333,7 @@ void paged_attention_as(const PagedAttentionArgs& a_in) {
     for (int32_t d = 0; d < dv; d += 8) {
       _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + g * dv + d), inv));
     }
-    if constexpr (D == KVDType::Q4) {
+    if constexpr (DV == KVDType::Q4) {
       for (int32_t d = 0; d < dv; d += kKVQ4Group) hadamard32(out + d);
     }
   }
@@ -342,20 +346,33 @@ void paged_attention(const PagedAttentionArgs& a) {
     scalar::paged_attention(a);
     return;
   }
-  switch (a.dtype) {
-    case KVDType::F16:
-      return paged_attention_as<KVDType::F16>(a);
-    case KVDType::BF16:
-      return paged_attention_as<KVDType::BF16>(a);
-    case KVDType::F32:
-      return paged_attention_as<KVDType::F32>(a);
-    case KVDType::Int8:
-      return paged_attention_as<KVDType::Int8>(a);
-    case KVDType::Fp8:
-      return paged_attention_as<KVDType::Fp8>(a);
-    case KVDType::Q4:
-      return paged_attention_as<KVDType::Q4>(a);
+  // Every dtype for both, and the mixes worth having (keys kept finer than values); other
+  // mixes run on the scalar kernel.
+  using K = KVDType;
+  const KVDTypes d = a.dtypes;
+  if (d.k == d.v) {
+    switch (d.k) {
+      case K::F16:
+        return paged_attention_as<K::F16, K::F16>(a);
+      case K::BF16:
+        return paged_attention_as<K::BF16, K::BF16>(a);
+      case K::F32:
+        return paged_attention_as<K::F32, K::F32>(a);
+      case K::Int8:
+        return paged_attention_as<K::Int8, K::Int8>(a);
+      case K::Fp8:
+        return paged_attention_as<K::Fp8, K::Fp8>(a);
+      case K::Q4:
+        return paged_attention_as<K::Q4, K::Q4>(a);
+    }
   }
+  if (d == KVDTypes(K::F16, K::Int8)) return paged_attention_as<K::F16, K::Int8>(a);
+  if (d == KVDTypes(K::F16, K::Fp8)) return paged_attention_as<K::F16, K::Fp8>(a);
+  if (d == KVDTypes(K::F16, K::Q4)) return paged_attention_as<K::F16, K::Q4>(a);
+  if (d == KVDTypes(K::Int8, K::Q4)) return paged_attention_as<K::Int8, K::Q4>(a);
+  if (d == KVDTypes(K::Fp8, K::Q4)) return paged_attention_as<K::Fp8, K::Q4>(a);
+  if (d == KVDTypes(K::Int8, K::Fp8)) return paged_attention_as<K::Int8, K::Fp8>(a);
+  scalar::paged_attention(a);
 }
 
 }  // namespace tokamak::cpu::avx2

@@ -131,10 +131,11 @@ EngineOptions EngineFlags::engine_options() const {
   if (!kv_memory.empty()) opts.kv_budget = KVBudget::parse_memory(kv_memory);
   if (kv_tokens) opts.kv_budget = KVBudget::tokens(*kv_tokens);
 
-  const std::optional<KVDType> dtype = kv_dtype_from_name(kv_dtype);
+  const std::optional<KVDTypes> dtype = kv_dtypes_from_name(kv_dtype);
   if (!dtype) {
-    throw Error(
-        fmt::format("invalid --kv-dtype \"{}\": expected one of {}", kv_dtype, kv_dtype_choices()));
+    throw Error(fmt::format(
+        "invalid --kv-dtype \"{}\": expected one of {}, or KEYS,VALUES such as int8,q4",
+        kv_dtype, kv_dtype_choices()));
   }
   opts.kv_dtype = *dtype;
   opts.block_size = block_size;

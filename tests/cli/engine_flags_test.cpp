@@ -83,6 +83,18 @@ TEST(EngineFlagsTest, KvMemoryTakesAShareOfFreeMemoryAndKvTokensACount) {
   EXPECT_EQ(o.kv_budget.value, 4096);
 }
 
+TEST(EngineFlagsTest, KvDtypeOneForBothOrKeysCommaValues) {
+  EXPECT_EQ(parse({}).kv_dtype, KVDTypes(KVDType::F16));
+  EXPECT_EQ(parse({"--kv-dtype", "Q4"}).kv_dtype, KVDTypes(KVDType::Q4));
+  EXPECT_EQ(parse({"--kv-dtype", "int8,q4"}).kv_dtype, KVDTypes(KVDType::Int8, KVDType::Q4));
+  EXPECT_EQ(parse({"--kv-window", "256", "--kv-sink", "8"}).kv_window, 256);
+  for (const char* bad : {"int9", "int8,", ",q4", "int8,q4,f16", ""}) {
+    EXPECT_NE(error_of({"--kv-dtype", bad}).find("invalid --kv-dtype"), std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error_of({"--kv-window", "8"}).find("--kv-window"), std::string::npos);
+}
+
 TEST(EngineFlagsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
   EXPECT_NE(error_of({"--kv-memory", "2G", "--kv-tokens", "100"}).find("not both"),
             std::string::npos);

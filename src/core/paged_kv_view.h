@@ -30,11 +30,11 @@
 namespace tokamak {
 
 struct PagedKVView {
-  uint8_t* k = nullptr;         // (n_blocks, n_head_kv, block_size, k_row_bytes())
-  uint8_t* v = nullptr;         // (n_blocks, n_head_kv, block_size, v_row_bytes())
-  uint8_t* k_scales = nullptr;  // (n_blocks, n_head_kv, k_tile_scale_bytes()); may be null
-  uint8_t* v_scales = nullptr;  // when the dtype has no scales
-  KVDTypes dtypes;              // of keys and of values
+  uint8_t* k = nullptr;            // (n_blocks, n_head_kv, block_size, k_row_bytes())
+  uint8_t* v = nullptr;            // (n_blocks, n_head_kv, block_size, v_row_bytes())
+  uint8_t* k_scales = nullptr;     // (n_blocks, n_head_kv, k_tile_scale_bytes()); may be null
+  uint8_t* v_scales = nullptr;     // when the dtype has no scales
+  KVDTypes dtypes = KVDType::F16;  // of keys and of values
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int32_t n_head_kv = 0;

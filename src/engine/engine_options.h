@@ -30,7 +30,8 @@ enum class SchedulePolicy {
 struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV block
   KVBudget kv_budget;       // how many blocks the pool gets (default 25% of free memory)
-  KVDTypes kv_dtype;        // element types of the pool's keys and values (core/kv_dtype.h)
+  KVDTypes kv_dtype =
+      KVDType::F16;  // element types of the pool's keys and values (core/kv_dtype.h)
   // Most tokens computed in one step (decode tokens + prefill chunks). Must not exceed the
   // model's max_batch_tokens. With chunked prefill off, also the longest prompt accepted.
   int32_t max_batched_tokens = 512;

@@ -50,10 +50,10 @@ struct PerplexityWindow {
 std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int32_t ctx, int32_t stride);
 
 struct PerplexityOptions {
-  int32_t ctx = 512;        // tokens per window
-  int32_t stride = 0;       // tokens between window starts; 0 = ctx / 2
-  int32_t block_size = 16;  // tokens per KV block
-  KVDTypes kv_dtype;        // of keys and values
+  int32_t ctx = 512;                 // tokens per window
+  int32_t stride = 0;                // tokens between window starts; 0 = ctx / 2
+  int32_t block_size = 16;           // tokens per KV block
+  KVDTypes kv_dtype = KVDType::F16;  // of keys and values
 
   int32_t resolved_stride() const { return stride > 0 ? stride : (ctx / 2 > 0 ? ctx / 2 : 1); }
 };

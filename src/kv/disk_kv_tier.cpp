@@ -148,13 +148,20 @@ void DiskKVTier::scan() {
     add_to_index(key, ++tick_);
   }
   // A smaller bound than last time: the oldest go.
-  while (used_ > capacity_ && !lru_.empty()) remove(lru_.begin()->second, /*rejected=*/false);
+  while (used_ > capacity_ && !lru_.empty()) remove_oldest();
 }
 
 void DiskKVTier::add_to_index(const BlockKey& key, uint64_t tick) {
   index_[key] = tick;
   lru_.emplace(tick, key);
   used_ += file_bytes();
+}
+
+void DiskKVTier::remove_oldest() {
+  assert(!lru_.empty());
+  // A copy: remove() erases the set element the key would otherwise be read from.
+  const BlockKey oldest = lru_.begin()->second;
+  remove(oldest, /*rejected=*/false);
 }
 
 void DiskKVTier::remove(const BlockKey& key, bool rejected) {
@@ -179,7 +186,7 @@ bool DiskKVTier::put(const BlockKey& key, const BlockKey& parent, std::span<cons
   }
   const size_t size = file_bytes();
   if (size > capacity_) return false;
-  while (used_ + size > capacity_) remove(lru_.begin()->second, /*rejected=*/false);
+  while (used_ + size > capacity_) remove_oldest();
 
   scratch_.assign(size, 0);
   uint8_t* p = scratch_.data();

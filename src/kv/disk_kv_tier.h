@@ -79,6 +79,7 @@ class DiskKVTier {
                   std::vector<uint8_t>& file) const;
   void scan();
   void add_to_index(const BlockKey& key, uint64_t tick);
+  void remove_oldest();  // the least recently used entry
   void remove(const BlockKey& key, bool rejected);
   std::filesystem::path path_of(const BlockKey& key) const;
 

@@ -37,7 +37,7 @@ struct KVCacheShape {
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
   int32_t block_size = 16;
-  KVDTypes dtype;  // of keys and of values (one KVDType sets both)
+  KVDTypes dtype = KVDType::F16;  // of keys and of values (one KVDType sets both)
 
   // Bytes of K and V elements for one token over all layers; bytes of K and V scales for one
   // block over all layers (0 for f16, bf16, f32); all bytes of one block of block_size tokens

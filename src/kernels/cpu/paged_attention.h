@@ -49,7 +49,7 @@ struct PagedAttentionArgs {
   // The KV head's tile in block 0 of the pools: block b's (block_size, head_dim_k) keys start
   // at k + b * k_block_stride (bytes), its values at v + b * v_block_stride; their scales
   // (dtypes with scales only) at k_scales + b * k_scale_block_stride, and so on.
-  KVDTypes dtypes;  // of keys and of values
+  KVDTypes dtypes = KVDType::F16;  // of keys and of values
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
   int64_t k_block_stride = 0;

@@ -193,8 +193,10 @@ def test_stop_cancels_the_request(page, server):
     set_generation(d, temperature=0.7, max_tokens=2000)
     # Sampling at 0.7 (unseeded) sometimes ends the answer with EOS within a few tokens,
     # before the click lands: such an attempt proves nothing about Stop, so ask again (a few
-    # times at most) until one is still streaming when stopped.
+    # times at most, each in a new chat: an earlier short answer in the history makes the
+    # model terser) until one is still streaming when stopped.
     for _ in range(4):
+        d.find_element(By.ID, "new-chat").click()
         box = d.find_element(By.ID, "chat-input")
         box.send_keys("Count from 1 to 1000, one number per line.")
         d.find_element(By.ID, "send").click()

@@ -32,6 +32,8 @@
 #include "ceilings.h"
 #include "core/fp16.h"
 #include "kernels/cpu/kv_codec.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/quantize.h"
 #include "ops/ops.h"
 
@@ -78,8 +80,14 @@ Arith arith_of(DType wtype) {
   }
 }
 
-// Random weights of one (dtype, n, k), in rotation. One set is kept at a time: the
-// benchmarks of a set are registered one after the other.
+// The dtype a model computes with for `wtype` weights at the selected kernel level: the
+// repacked one where the level packs (kernels/cpu/packed_weights.h), as Ops::prepare_weight.
+DType model_weight_dtype(DType wtype) {
+  return cpu::packed_weight_dtype(cpu::kernel_table(selected_isa()), wtype);
+}
+
+// Random weights of one (dtype, n, k) in the layout the model would use, in rotation. One set
+// is kept at a time: the benchmarks of a set are registered one after the other.
 Rotation& weights(DType wtype, int64_t n, int64_t k, size_t footprint) {
   struct Key {
     DType dtype;
@@ -98,6 +106,12 @@ Rotation& weights(DType wtype, int64_t n, int64_t k, size_t footprint) {
   for (int64_t r = 0; r < n; ++r) {
     cpu::quantize_row(wtype, f.data() + r * k, q.data() + static_cast<size_t>(r) * row, k);
   }
+  if (model_weight_dtype(wtype) != wtype) {
+    std::vector<uint8_t> packed(cpu::packed_bytes(wtype, n, k));
+    cpu::pack_groups(wtype, q.data(), row, n, k, 0, (n + cpu::kPackRows - 1) / cpu::kPackRows,
+                     packed.data());
+    q = std::move(packed);
+  }
   rot = std::make_unique<Rotation>(q.data(), q.size(), footprint);
   key = want;
   return *rot;
@@ -114,7 +128,7 @@ void bm_matmul(benchmark::State& state, BenchContext* ctx, DType wtype, Shape sh
   const Tensor yt = Tensor::contiguous(DType::F32, {m, shape.n}, y.data());
   const OnCpu on_cpu(threads);
   for (auto _ : state) {
-    ops.matmul(xt, Tensor::contiguous(wtype, {shape.n, shape.k}, w.next()), yt);
+    ops.matmul(xt, Tensor::contiguous(model_weight_dtype(wtype), {shape.n, shape.k}, w.next()), yt);
     benchmark::ClobberMemory();
   }
   const double w_bytes = static_cast<double>(row_bytes(wtype, shape.k)) * shape.n;

@@ -35,6 +35,15 @@ constexpr std::array kTypes = {
     DTypeInfo{DType::BF16, "BF16", 1, 2, false, true},
 };
 
+// Repacked weights (in memory only): a row costs what its base type's row costs, the groups
+// of eight rows being the base blocks rearranged. `supported` is false: the loader never
+// accepts them from a file.
+constexpr std::array kPackedTypes = {
+    DTypeInfo{DType::Q4_0_X8, "Q4_0x8", 32, 18, true, false},
+    DTypeInfo{DType::Q4_1_X8, "Q4_1x8", 32, 20, true, false},
+    DTypeInfo{DType::Q8_0_X8, "Q8_0x8", 32, 34, true, false},
+};
+
 }  // namespace
 
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type_id) {
@@ -48,10 +57,15 @@ const DTypeInfo& dtype_info(DType dtype) {
   for (const auto& info : kTypes) {
     if (info.dtype == dtype) return info;
   }
+  for (const auto& info : kPackedTypes) {
+    if (info.dtype == dtype) return info;
+  }
   throw Error("unknown dtype id " + std::to_string(static_cast<uint32_t>(dtype)));
 }
 
-std::string_view dtype_name(DType dtype) { return dtype_info(dtype).name; }
+std::string_view dtype_name(DType dtype) {
+  return dtype_info(dtype).name;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const auto& info : kTypes) {

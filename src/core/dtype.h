@@ -32,6 +32,12 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  // Weights repacked at load for a kernel level's matmul (kernels/cpu/packed_weights.h): rows
+  // interleaved in groups of eight. In memory only: no file holds them, so the GGML id lookup
+  // and the name lookup never return them.
+  Q4_0_X8 = 0x10000 + 2,
+  Q4_1_X8 = 0x10000 + 3,
+  Q8_0_X8 = 0x10000 + 8,
 };
 
 struct DTypeInfo {
@@ -43,7 +49,8 @@ struct DTypeInfo {
   bool supported;  // the loader accepts tensors of this type and kernels compute with it
 };
 
-// Info for a known GGML type id, or nullopt for an id this build does not know.
+// Info for a known GGML type id, or nullopt for an id this build does not know (or for the
+// in-memory repacked types).
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type_id);
 const DTypeInfo& dtype_info(DType dtype);
 std::string_view dtype_name(DType dtype);

@@ -39,7 +39,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
@@ -63,6 +65,17 @@ void MappedFile::release() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+void MappedFile::drop_pages(const void* p, size_t n) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto map_begin = reinterpret_cast<uintptr_t>(data_);
+  if (n == 0 || begin < map_begin || begin + n > map_begin + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + n) / page * page;
+  // Advice only: a failure leaves the pages resident, which is what not asking does.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace tokamak

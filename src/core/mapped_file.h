@@ -22,6 +22,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // The caller no longer needs the bytes [p, p + n) of the map: the whole pages inside it
+  // leave this process's resident set (MADV_DONTNEED). They stay readable: a later read maps
+  // them back from the page cache or the file. For weights repacked at load.
+  void drop_pages(const void* p, size_t n) const;
+
  private:
   void release();
 

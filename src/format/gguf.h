@@ -33,6 +33,10 @@
 #include "core/dtype.h"
 #include "format/gguf_value.h"
 
+namespace tokamak {
+class MappedFile;
+}
+
 namespace tokamak::gguf {
 
 inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
@@ -88,6 +92,11 @@ class File {
   const Value::Array* get_array(std::string_view key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  // The bytes [p, p + n) of tensor data are no longer needed (a copy replaced them): for a
+  // mapped file their whole pages leave the resident set and stay readable (see
+  // MappedFile::drop_pages); for a file held in memory, nothing happens.
+  void drop_pages(const void* p, size_t n) const;
   const TensorInfo* find_tensor(std::string_view name) const;
 
  private:
@@ -97,6 +106,7 @@ class File {
 
   std::string path_;
   std::shared_ptr<const void> storage_;  // the mapping or the copied bytes
+  const MappedFile* map_ = nullptr;      // storage_ when it is a mapping
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

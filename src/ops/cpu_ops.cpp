@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -94,7 +95,7 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const Rows wr = as_rows(w);
   const Rows yr = as_rows(y);
   assert(xr.dtype == DType::F32 && yr.dtype == DType::F32);
-  assert(cpu::matmul_supports(wr.dtype));
+  assert(cpu::matmul_supports(wr.dtype) || cpu::is_packed(wr.dtype));
   assert(xr.n_cols == wr.n_cols && yr.n_rows == xr.n_rows && yr.n_cols == wr.n_rows);
   const int64_t m = xr.n_rows;
   const int64_t k = xr.n_cols;
@@ -119,6 +120,20 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
 
   const int64_t y_stride = yr.stride / static_cast<int64_t>(sizeof(float));
   float* yp = yr.row<float>(0);
+  if (cpu::is_packed(wr.dtype)) {
+    const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
+    assert(kernel != nullptr && w.is_contiguous());
+    const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
+    const auto run_groups = [&](int64_t g0, int64_t g1) {
+      kernel({wr.data, n, k, xq, xq_stride, m, g0, g1, yp, y_stride});
+    };
+    if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
+      run_groups(0, groups);
+    } else {
+      pool_.parallel_for(groups, run_groups);
+    }
+    return;
+  }
   const auto run = [&](int64_t j0, int64_t j1) {
     cpu::matmul_rows(kt_, wr.dtype, wr.data, static_cast<size_t>(wr.stride), xq, xq_stride, m, k,
                      j0, j1, yp, y_stride);
@@ -131,6 +146,21 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
     pool_.parallel_for((n + 3) / 4,
                        [&](int64_t g0, int64_t g1) { run(g0 * 4, std::min(n, g1 * 4)); });
   }
+}
+
+Tensor CpuOps::prepare_weight(const Tensor& w) {
+  const DType packed = cpu::packed_weight_dtype(kt_, w.dtype);
+  if (packed == w.dtype || w.rank != 2 || w.device != Device::CPU) return w;
+  const int64_t n = w.shape[0];
+  const int64_t k = w.shape[1];
+  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(w.dtype, n, k));
+  const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
+  for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
+    cpu::pack_groups(w.dtype, w.data, static_cast<size_t>(w.stride[0]), n, k, g0, g1, buf.data());
+  });
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
+  packed_weights_.push_back(std::move(buf));
+  return out;
 }
 
 void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

@@ -4,6 +4,8 @@
 // (token, head), paged attention by (sequence, KV head, query token), the row-wise ops by rows
 // when there is enough work to share).
 
+#include <vector>
+
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
@@ -20,6 +22,7 @@ class CpuOps final : public Ops {
   void reserve(int64_t max_rows, int64_t max_k) override;
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  Tensor prepare_weight(const Tensor& w) override;
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -44,6 +47,7 @@ class CpuOps final : public Ops {
   ThreadPool& pool_;
   const cpu::KernelTable& kt_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
+  std::vector<AlignedBuffer<uint8_t>> packed_weights_;  // what prepare_weight made
 };
 
 }  // namespace tokamak

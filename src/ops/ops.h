@@ -46,8 +46,15 @@ class Ops {
   virtual void reserve(int64_t max_rows, int64_t max_k) = 0;
 
   // y (m, n) F32 = x (m, k) F32 · wᵀ for weights w (n, k) of dtype F32, F16, BF16, Q8_0,
-  // Q4_0 or Q4_1 (k a multiple of 32 for the block types). x and y must not overlap.
+  // Q4_0 or Q4_1 (k a multiple of 32 for the block types), or w as prepare_weight returned
+  // it. x and y must not overlap.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+
+  // The form of the matmul weight w (n, k) this backend computes fastest with: w itself, or a
+  // copy repacked into its kernels' layout (made in parallel, owned by this Ops and valid
+  // while it lives; the results differ from w's in rounding only). Called once per weight at
+  // load.
+  virtual Tensor prepare_weight(const Tensor& w) = 0;
 
   // y (m, n) = x / rms(x) * weight (n), row by row; y may be x.
   virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;

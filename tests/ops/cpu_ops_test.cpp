@@ -36,44 +36,57 @@ std::vector<uint8_t> encode(DType d, const std::vector<float>& x, int64_t k) {
 
 class CpuOpsTest : public ::testing::TestWithParam<DType> {};
 
+// Also through prepare_weight (repacked weights where the level packs), with n off a multiple
+// of the packing's eight rows: thread-count invariant, close to the reference, and each row
+// of a batch the same bits as that row alone (batch invariance).
 TEST_P(CpuOpsTest, MatmulIsThreadCountInvariantAndCloseToReference) {
   const DType wt = GetParam();
-  const int64_t m = 7, k = 128, n = 200;
-  const auto wf = random_floats(static_cast<size_t>(n * k), 1);
-  const auto xf = random_floats(static_cast<size_t>(m * k), 2, -2.0f, 2.0f);
-  auto w = encode(wt, wf, k);
-  std::vector<float> wd(static_cast<size_t>(n * k));
-  for (int64_t j = 0; j < n; ++j) {
-    cpu::dequantize_row(wt, w.data() + j * row_bytes(wt, k), wd.data() + j * k, k);
-  }
-  const Tensor wt_view = Tensor::contiguous(wt, {n, k}, w.data());
-  auto x = xf;
-  const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
-  for (Isa isa : isas()) {
-    std::vector<float> first;
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      CpuOps ops(pool, isa);
-      ops.reserve(m, k);
-      std::vector<float> y(static_cast<size_t>(m * n));
-      ops.matmul(xt, wt_view, Tensor::contiguous(DType::F32, {m, n}, y.data()));
-      if (first.empty()) {
-        first = y;
-        // Close to the product of the decoded weights and the unencoded activations.
-        const double tol = wt == DType::F32 ? 1e-5 : wt == DType::F16 ? 2e-3 : 2e-2;
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            double ref = 0.0, mag = 0.0;
-            for (int64_t p = 0; p < k; ++p) {
-              ref += static_cast<double>(wd[j * k + p]) * xf[i * k + p];
-              mag += std::fabs(static_cast<double>(wd[j * k + p]) * xf[i * k + p]);
-            }
-            EXPECT_NEAR(y[i * n + j], ref, tol * mag) << isa_name(isa);
-          }
+  for (bool prepared : {false, true}) {
+    const int64_t m = 7, k = 128, n = prepared ? 203 : 200;
+    const auto wf = random_floats(static_cast<size_t>(n * k), 1);
+    const auto xf = random_floats(static_cast<size_t>(m * k), 2, -2.0f, 2.0f);
+    auto w = encode(wt, wf, k);
+    std::vector<float> wd(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < n; ++j) {
+      cpu::dequantize_row(wt, w.data() + j * row_bytes(wt, k), wd.data() + j * k, k);
+    }
+    const Tensor wt_view = Tensor::contiguous(wt, {n, k}, w.data());
+    auto x = xf;
+    const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
+    for (Isa isa : isas()) {
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        CpuOps ops(pool, isa);
+        ops.reserve(m, k);
+        const Tensor w_used = prepared ? ops.prepare_weight(wt_view) : wt_view;
+        std::vector<float> y(static_cast<size_t>(m * n));
+        ops.matmul(xt, w_used, Tensor::contiguous(DType::F32, {m, n}, y.data()));
+        for (int64_t i = 0; prepared && i < m; ++i) {
+          std::vector<float> alone(static_cast<size_t>(n));
+          ops.matmul(Tensor::contiguous(DType::F32, {1, k}, x.data() + i * k), w_used,
+                     Tensor::contiguous(DType::F32, {1, n}, alone.data()));
+          EXPECT_EQ(std::memcmp(alone.data(), y.data() + i * n, alone.size() * 4), 0)
+              << isa_name(isa) << " row " << i << " alone differs from the batch";
         }
-      } else {
-        EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0)
-            << isa_name(isa) << " threads " << threads;
+        if (first.empty()) {
+          first = y;
+          // Close to the product of the decoded weights and the unencoded activations.
+          const double tol = wt == DType::F32 ? 1e-5 : wt == DType::F16 ? 2e-3 : 2e-2;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double ref = 0.0, mag = 0.0;
+              for (int64_t p = 0; p < k; ++p) {
+                ref += static_cast<double>(wd[j * k + p]) * xf[i * k + p];
+                mag += std::fabs(static_cast<double>(wd[j * k + p]) * xf[i * k + p]);
+              }
+              EXPECT_NEAR(y[i * n + j], ref, tol * mag) << isa_name(isa);
+            }
+          }
+        } else {
+          EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0)
+              << isa_name(isa) << " threads " << threads;
+        }
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/packed_weights.h"
 
 namespace tokamak::cpu {
 
@@ -74,6 +75,12 @@ struct KernelTable {
   // One query token of a GQA group over a sequence in the paged KV cache, online softmax;
   // see paged_attention.h. No scratch.
   void (*paged_attention)(const PagedAttentionArgs& args);
+  // Matmuls over weights repacked for this level (packed_weights.h), by base type: null where
+  // the level computes in GGUF's layout. A model packs a weight type exactly when its entry is
+  // set (Ops::prepare_weight); the scalar twin is packed_matmul_reference.
+  PackedMatmulFn q4_0x8 = nullptr;
+  PackedMatmulFn q4_1x8 = nullptr;
+  PackedMatmulFn q8_0x8 = nullptr;
 };
 
 // dot4 as four calls of dot, for kernels without a four-row form.

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_matmul_avx512.h"
 #include "kernels/cpu/quant_dots_avx512.h"
 
 namespace tokamak::cpu {
@@ -133,6 +134,9 @@ KernelTable make_table(bool with_bf16) {
   t.q8_0 = avx512::q8_0_dots();
   t.bf16 = with_bf16 ? dot_by_rows<dot_bf16_bf16_native>() : dot_by_rows<dot_bf16_bf16>();
   t.f32 = dot_by_rows<dot_f32_f32>();
+  t.q4_0x8 = avx512::packed_matmul_q4_0;
+  t.q4_1x8 = avx512::packed_matmul_q4_1;
+  t.q8_0x8 = avx512::packed_matmul_q8_0;
   return t;
 }
 

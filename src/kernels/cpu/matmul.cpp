@@ -26,7 +26,7 @@ const DotKernel* dot_for(const KernelTable& kt, DType wtype) {
 }
 
 ConvertFn convert_for(const KernelTable& kt, DType wtype) {
-  switch (wtype) {
+  switch (unpacked_dtype(wtype)) {
     case DType::F16:
       return kt.to_f16;
     case DType::BF16:
@@ -51,8 +51,26 @@ bool matmul_supports(DType wtype) {
   return dot_for(scalar_kernel_table(), wtype) != nullptr;
 }
 
+PackedMatmulFn packed_matmul_kernel(const KernelTable& kt, DType packed) {
+  switch (packed) {
+    case DType::Q4_0_X8:
+      return kt.q4_0x8;
+    case DType::Q4_1_X8:
+      return kt.q4_1x8;
+    case DType::Q8_0_X8:
+      return kt.q8_0x8;
+    default:
+      return nullptr;
+  }
+}
+
+DType packed_weight_dtype(const KernelTable& kt, DType wtype) {
+  const DType packed = packed_dtype(wtype);
+  return packed != wtype && packed_matmul_kernel(kt, packed) != nullptr ? packed : wtype;
+}
+
 DType activation_dtype(DType wtype) {
-  switch (wtype) {
+  switch (unpacked_dtype(wtype)) {
     case DType::F16:
       return DType::F16;
     case DType::BF16:

@@ -21,10 +21,18 @@
 
 namespace tokamak::cpu {
 
-// True for the weight dtypes above.
+// True for the weight dtypes above (not for the packed ones, which only Ops make).
 bool matmul_supports(DType wtype);
 
-DType activation_dtype(DType wtype);
+// The packed type this level computes wtype weights in (packed_weights.h), or wtype itself
+// when the level keeps GGUF's layout for it.
+DType packed_weight_dtype(const KernelTable& kt, DType wtype);
+
+// The level's kernel for packed weights of type `packed` (never null for a type that
+// packed_weight_dtype returned).
+PackedMatmulFn packed_matmul_kernel(const KernelTable& kt, DType packed);
+
+DType activation_dtype(DType wtype);  // packed types: their base type's
 
 // Encodes rows [r0, r1) of x (rows of k floats, row stride x_stride floats) into `xq`, whose
 // rows are row_bytes(activation_dtype(wtype), k) bytes apart. Not for F32 weights.

@@ -47,6 +47,7 @@ class LlamaModel final : public Model {
     up_ = AlignedBuffer<float>(t * hp_.n_ff);
     const int64_t max_k = std::max({hp_.n_embd, hp_.n_ff, hp_.attn_out_dim()});
     compute_.ops().reserve(max_tokens_, max_k);
+    prepare_matmul_weights();
   }
 
   const HParams& hparams() const override { return hp_; }
@@ -69,6 +70,26 @@ class LlamaModel final : public Model {
                           int32_t n_rows, int32_t delta) override;
 
  private:
+  // Every matmul weight in the form the backend computes fastest with (repacked copies on
+  // AVX-512). token_embd stays as the file has it for the lookup, even when the output head
+  // is tied to it: the head then gets its own copy.
+  void prepare_matmul_weights() {
+    Ops& ops = compute_.ops();
+    const auto prepare = [&](Tensor& t) {
+      const Tensor prepared = ops.prepare_weight(t);
+      // The file's copy of a repacked weight is not read again: let its pages go, so that
+      // the process does not hold the weights twice.
+      if (prepared.data != t.data && t.data != w_.token_embd.data) {
+        file_->drop_pages(t.data, row_bytes(t.dtype, t.row_size()) * t.n_rows());
+      }
+      t = prepared;
+    };
+    for (LlamaLayerWeights& L : w_.layers) {
+      for (Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) prepare(*t);
+    }
+    prepare(w_.output);
+  }
+
   // The forward pass over `tokens` at `positions`, the same for both caches except for
   // attend(layer, q_heads, k, v, att): store the step's K/V and write attention into att.
   template <typename Attend>

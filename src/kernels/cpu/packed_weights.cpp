@@ -1,0 +1,178 @@
+#include "kernels/cpu/packed_weights.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+
+namespace tokamak::cpu {
+namespace {
+
+const uint8_t* row_of(const void* w, size_t w_stride, int64_t j) {
+  return static_cast<const uint8_t*>(w) + static_cast<size_t>(j) * w_stride;
+}
+
+// 4-bit quants of one GGUF block (element e in byte e % 16, low nibble for e < 16) into chunk
+// layout: chunk s, row r, byte t = element 8s + t (low) | element 8s + 4 + t (high).
+void pack_nibbles(const uint8_t* src_qs, int r, uint8_t* dst_qs) {
+  const auto element = [&](int e) { return e < 16 ? src_qs[e] & 0x0f : src_qs[e - 16] >> 4; };
+  for (int s = 0; s < 4; ++s) {
+    for (int t = 0; t < 4; ++t) {
+      dst_qs[32 * s + 4 * r + t] =
+          static_cast<uint8_t>(element(8 * s + t) | element(8 * s + 4 + t) << 4);
+    }
+  }
+}
+
+// The value 0..15 of element e of row r in a packed 4-bit block.
+int packed_nibble(const uint8_t* qs, int r, int e) {
+  const int s = e / 8;
+  const int t = e % 8;
+  const uint8_t byte = qs[32 * s + 4 * r + t % 4];
+  return t < 4 ? byte & 0x0f : byte >> 4;
+}
+
+}  // namespace
+
+DType packed_dtype(DType base) {
+  switch (base) {
+    case DType::Q4_0:
+      return DType::Q4_0_X8;
+    case DType::Q4_1:
+      return DType::Q4_1_X8;
+    case DType::Q8_0:
+      return DType::Q8_0_X8;
+    default:
+      return base;
+  }
+}
+
+bool is_packed(DType dtype) {
+  return dtype == DType::Q4_0_X8 || dtype == DType::Q4_1_X8 || dtype == DType::Q8_0_X8;
+}
+
+DType unpacked_dtype(DType packed) {
+  switch (packed) {
+    case DType::Q4_0_X8:
+      return DType::Q4_0;
+    case DType::Q4_1_X8:
+      return DType::Q4_1;
+    case DType::Q8_0_X8:
+      return DType::Q8_0;
+    default:
+      return packed;
+  }
+}
+
+size_t packed_bytes(DType base, int64_t n, int64_t k) {
+  const int64_t groups = (n + kPackRows - 1) / kPackRows;
+  return static_cast<size_t>(groups) * kPackRows * row_bytes(base, k);
+}
+
+void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
+                 int64_t g1, void* out) {
+  assert(k % kQK == 0 && packed_dtype(base) != base);
+  const int64_t nb = k / kQK;
+  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(g) * group_bytes;
+    std::memset(dst, 0, group_bytes);  // rows past n stay zero: scale 0, contribution 0
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t j = g * kPackRows + r;
+      if (j >= n) break;
+      const uint8_t* src = row_of(w, w_stride, j);
+      for (int64_t i = 0; i < nb; ++i) {
+        switch (base) {
+          case DType::Q4_0: {
+            const auto& a = reinterpret_cast<const block_q4_0*>(src)[i];
+            auto& b = reinterpret_cast<block_q4_0x8*>(dst)[i];
+            b.d[r] = a.d;
+            pack_nibbles(a.qs, r, b.qs);
+            break;
+          }
+          case DType::Q4_1: {
+            const auto& a = reinterpret_cast<const block_q4_1*>(src)[i];
+            auto& b = reinterpret_cast<block_q4_1x8*>(dst)[i];
+            b.d[r] = a.d;
+            b.m[r] = a.m;
+            pack_nibbles(a.qs, r, b.qs);
+            break;
+          }
+          case DType::Q8_0: {
+            const auto& a = reinterpret_cast<const block_q8_0*>(src)[i];
+            auto& b = reinterpret_cast<block_q8_0x8*>(dst)[i];
+            b.d[r] = a.d;
+            for (int e = 0; e < kQK; ++e) {
+              b.qs[32 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>(a.qs[e] + 128);
+            }
+            break;
+          }
+          default:
+            assert(false && "no packed form");
+        }
+      }
+    }
+  }
+}
+
+void packed_matmul_reference(DType packed, const PackedMatmulArgs& a) {
+  assert(is_packed(packed) && a.k % kQK == 0);
+  const DType base = unpacked_dtype(packed);
+  const int64_t nb = a.k / kQK;
+  const size_t group_bytes = kPackRows * row_bytes(base, a.k);
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  for (int64_t g = a.g0; g < a.g1; ++g) {
+    const uint8_t* group = w + static_cast<size_t>(g) * group_bytes;
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t j = g * kPackRows + r;
+      if (j >= a.n) break;
+      for (int64_t c = 0; c < a.m; ++c) {
+        const uint8_t* x = static_cast<const uint8_t*>(a.xq) + static_cast<size_t>(c) * a.xq_stride;
+        float acc = 0.0f;
+        float mins = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          int32_t isum = 0;
+          float dw = 0.0f;
+          float dx = 0.0f;
+          switch (packed) {
+            case DType::Q4_0_X8: {
+              const auto& b = reinterpret_cast<const block_q4_0x8*>(group)[i];
+              const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
+              for (int e = 0; e < kQK; ++e) isum += (packed_nibble(b.qs, r, e) - 8) * xb.qs[e];
+              dw = fp16_to_f32(b.d[r]);
+              dx = fp16_to_f32(xb.d);
+              break;
+            }
+            case DType::Q4_1_X8: {
+              const auto& b = reinterpret_cast<const block_q4_1x8*>(group)[i];
+              const auto& xb = reinterpret_cast<const block_q8_1*>(x)[i];
+              for (int e = 0; e < kQK; ++e) isum += packed_nibble(b.qs, r, e) * xb.qs[e];
+              dw = fp16_to_f32(b.d[r]);
+              dx = fp16_to_f32(xb.d);
+              mins = std::fma(fp16_to_f32(b.m[r]), fp16_to_f32(xb.s), mins);
+              break;
+            }
+            case DType::Q8_0_X8: {
+              const auto& b = reinterpret_cast<const block_q8_0x8*>(group)[i];
+              const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
+              for (int e = 0; e < kQK; ++e) {
+                isum += (b.qs[32 * (e / 4) + 4 * r + e % 4] - 128) * xb.qs[e];
+              }
+              dw = fp16_to_f32(b.d[r]);
+              dx = fp16_to_f32(xb.d);
+              break;
+            }
+            default:
+              assert(false);
+          }
+          const float scale = dw * dx;
+          acc = std::fma(scale, static_cast<float>(isum), acc);
+        }
+        a.y[c * a.y_stride + j] = packed == DType::Q4_1_X8 ? acc + mins : acc;
+      }
+    }
+  }
+}
+
+}  // namespace tokamak::cpu

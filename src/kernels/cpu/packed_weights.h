@@ -1,0 +1,94 @@
+#pragma once
+// Quantized weights repacked at load into groups of eight interleaved rows, for matmul kernels
+// whose SIMD lanes are weight rows: one 8-lane vpdpbusd multiplies four consecutive elements of
+// eight rows by the same four activation quants (broadcast), so a block of 32 elements of
+// eight rows takes 8 integer instructions and a single float scaling step for all eight,
+// with no horizontal sums. GGUF's layout puts one row's block in a register instead, which
+// costs an int-to-float conversion and an fma per row and block (quant_dots_avx512.cpp).
+//
+// A packed tensor of n rows holds ceil(n / 8) groups; a group is the k / 32 blocks of its eight
+// rows in block order (rows past n, in the last group, are zero). One block of a group:
+//
+//   block_q4_0x8  | d[8]:f16 |           qs[128] |  144 bytes = 8 x block_q4_0
+//   block_q4_1x8  | d[8]:f16 | m[8]:f16 | qs[128] |  160 bytes = 8 x block_q4_1
+//   block_q8_0x8  | d[8]:f16 |           qs[256] |  272 bytes = 8 x block_q8_0
+//
+// d[r] (and m[r]) is row r's scale (and min). Quants come in 32-byte chunks of 8 rows x 4
+// bytes, row r's four bytes at 4r:
+//   4-bit  chunk s (0..3): byte t of row r holds element 8s + t in its low nibble and element
+//          8s + 4 + t in its high nibble, each 0..15 as in GGUF.
+//   8-bit  chunk s (0..7): byte t of row r holds element 4s + t as q + 128 (0..255), the
+//          unsigned operand vpdpbusd wants.
+//
+// The arithmetic of one output y[c][j] (weight row j, activation row c, blocks i in order),
+// identical in the scalar reference and every SIMD kernel:
+//   isum_i = sum of the 32 integer products (Q4_0: (q - 8) * x; Q4_1: q * x; Q8_0: q * x),
+//            exact, so any SIMD order gives it;
+//   acc    = fma(d_w,i * d_x,i, float(isum_i), acc)          (the product rounded first)
+//   Q4_1:  mins = fma(m_w,i, s_x,i, mins), and y = acc + mins at the end; otherwise y = acc.
+// No step depends on how many activation rows or weight groups a call covers, so results are
+// batch invariant. They differ in rounding from the unpacked kernels (which reproduce llama.cpp
+// bit for bit): a model computes with one layout or the other, chosen at load by kernel level.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace tokamak::cpu {
+
+inline constexpr int kPackRows = 8;
+
+struct block_q4_0x8 {
+  uint16_t d[kPackRows];
+  uint8_t qs[kPackRows * kQK / 2];
+};
+struct block_q4_1x8 {
+  uint16_t d[kPackRows];
+  uint16_t m[kPackRows];
+  uint8_t qs[kPackRows * kQK / 2];
+};
+struct block_q8_0x8 {
+  uint16_t d[kPackRows];
+  uint8_t qs[kPackRows * kQK];
+};
+static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0));
+static_assert(sizeof(block_q4_1x8) == 8 * sizeof(block_q4_1));
+static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
+
+// The packed type of a GGUF weight type (Q4_0 -> Q4_0_X8, ...), or `base` itself when it has
+// none.
+DType packed_dtype(DType base);
+bool is_packed(DType dtype);
+DType unpacked_dtype(DType packed);  // Q4_0_X8 -> Q4_0, ...
+
+// Bytes of a packed (n, k) tensor: ceil(n / 8) groups.
+size_t packed_bytes(DType base, int64_t n, int64_t k);
+
+// Packs groups [g0, g1) of the (n, k) tensor w (rows w_stride bytes apart, type `base`) into
+// `out`, which holds all packed_bytes(base, n, k) bytes (group g starts at g * 8 rows' bytes).
+void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
+                 int64_t g1, void* out);
+
+// One call of a packed matmul: y[c * y_stride + j] for activation rows c in [0, m) and weight
+// rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart, in the
+// encoding of the base type (activation_dtype in matmul.h).
+struct PackedMatmulArgs {
+  const void* w;  // the whole packed tensor
+  int64_t n;
+  int64_t k;
+  const void* xq;
+  size_t xq_stride;
+  int64_t m;
+  int64_t g0;
+  int64_t g1;
+  float* y;
+  int64_t y_stride;
+};
+using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
+
+// The scalar reference of the arithmetic above (what the SIMD kernels are tested against).
+void packed_matmul_reference(DType packed, const PackedMatmulArgs& args);
+
+}  // namespace tokamak::cpu

@@ -1,0 +1,194 @@
+// The packed matmul (packed_weights.h): each level's kernel against the scalar reference,
+// bitwise, on raw blocks of random bits (every quant value, -128 for Q8_0 weights; scales
+// normal, subnormal, zero, negative and large), for row counts off multiples of 8, block
+// counts from 1 to 65, 1 to 9 activation rows and partial group ranges; the reference against
+// the unpacked scalar dot product (the layout holds the same numbers); and packing as a
+// function of the rows it covers. Levels without packed kernels have nothing to test here.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_weights.h"
+
+namespace tokamak::cpu {
+namespace {
+
+const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+
+// A finite half: normal (small to large), subnormal or zero, either sign.
+uint16_t random_half(std::mt19937_64& rng) {
+  const uint16_t sign = rng() % 2 ? 0x8000 : 0;
+  const uint16_t mant = static_cast<uint16_t>(rng() % 1024);
+  switch (rng() % 8) {
+    case 0:
+      return sign | mant;
+    case 1:
+      return sign;
+    case 2:
+      return sign | static_cast<uint16_t>((23 + rng() % 8) << 10) | mant;
+    default:
+      return sign | static_cast<uint16_t>((1 + rng() % 18) << 10) | mant;
+  }
+}
+
+// n rows of random blocks of `base`, contiguous.
+std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::mt19937_64& rng) {
+  const size_t rb = row_bytes(base, blocks * kQK);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(n));
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  for (int64_t j = 0; j < n; ++j) {
+    uint8_t* row = w.data() + static_cast<size_t>(j) * rb;
+    for (int64_t i = 0; i < blocks; ++i) {
+      switch (base) {
+        case DType::Q4_0:
+          reinterpret_cast<block_q4_0*>(row)[i].d = random_half(rng);
+          break;
+        case DType::Q4_1:
+          reinterpret_cast<block_q4_1*>(row)[i].d = random_half(rng);
+          reinterpret_cast<block_q4_1*>(row)[i].m = random_half(rng);
+          break;
+        default:
+          reinterpret_cast<block_q8_0*>(row)[i].d = random_half(rng);
+      }
+    }
+  }
+  return w;
+}
+
+// m activation rows (the encoding of `base`), quants in [-127, 127] as the encoders write them.
+std::vector<uint8_t> random_activations(DType base, int64_t m, int64_t blocks, size_t stride,
+                                        std::mt19937_64& rng) {
+  std::vector<uint8_t> x(stride * static_cast<size_t>(m));
+  for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
+  for (int64_t c = 0; c < m; ++c) {
+    uint8_t* row = x.data() + static_cast<size_t>(c) * stride;
+    for (int64_t i = 0; i < blocks; ++i) {
+      int8_t* qs;
+      if (base == DType::Q4_1) {
+        auto& b = reinterpret_cast<block_q8_1*>(row)[i];
+        b.d = random_half(rng);
+        b.s = random_half(rng);
+        qs = b.qs;
+      } else {
+        auto& b = reinterpret_cast<block_q8_0*>(row)[i];
+        b.d = random_half(rng);
+        qs = b.qs;
+      }
+      for (int e = 0; e < kQK; ++e)
+        qs[e] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    }
+  }
+  return x;
+}
+
+std::vector<uint8_t> pack_all(DType base, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
+  std::vector<uint8_t> p(packed_bytes(base, n, k));
+  pack_groups(base, w.data(), row_bytes(base, k), n, k, 0, (n + kPackRows - 1) / kPackRows,
+              p.data());
+  return p;
+}
+
+TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
+  int tested = 0;
+  for (const auto& nt : test::simd_tables()) {
+    for (DType base : kBases) {
+      const DType packed = packed_dtype(base);
+      const PackedMatmulFn kernel = packed_matmul_kernel(*nt.table, packed);
+      if (kernel == nullptr) continue;
+      ++tested;
+      for (int64_t n : {8, 13, 24, 37}) {
+        for (int64_t blocks : {1, 2, 3, 17, 64, 65}) {
+          std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
+                              static_cast<uint64_t>(base));
+          const int64_t k = blocks * kQK;
+          const int64_t max_m = 9;
+          const size_t xs = row_bytes(activation_dtype(base), k) + 6;  // padded rows
+          const auto w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
+          const auto x = random_activations(base, max_m, blocks, xs, rng);
+          const int64_t groups = (n + kPackRows - 1) / kPackRows;
+          const int64_t y_stride = n + 3;
+          for (int64_t m = 1; m <= max_m; ++m) {
+            // All groups, and from the second one on (a thread's share).
+            for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
+              const float untouched = -7.0f;
+              std::vector<float> got(static_cast<size_t>(m * y_stride), untouched);
+              std::vector<float> want(got.size(), untouched);
+              const PackedMatmulArgs args_got{w.data(), n,  k,      x.data(),   xs,
+                                              m,        g0, groups, got.data(), y_stride};
+              PackedMatmulArgs args_want = args_got;
+              args_want.y = want.data();
+              kernel(args_got);
+              packed_matmul_reference(packed, args_want);
+              ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                  << nt.name << " " << dtype_name(packed) << " n=" << n << " blocks=" << blocks
+                  << " m=" << m << " g0=" << g0;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no kernel level of this CPU packs weights";
+}
+
+// The packed layout holds the same numbers: the reference is the unpacked scalar dot product
+// up to float rounding (it sums in another order).
+TEST(PackedMatmulTest, ReferenceMatchesTheUnpackedDot) {
+  const KernelTable& scalar = scalar_kernel_table();
+  for (DType base : kBases) {
+    const int64_t n = 21, k = 256, m = 3;
+    const auto wf = test::random_floats(static_cast<size_t>(n * k), 11);
+    const auto xf = test::random_floats(static_cast<size_t>(m * k), 12, -3.0f, 3.0f);
+    const auto w = test::encode_rows(base, wf, k);
+    const size_t xs = row_bytes(activation_dtype(base), k);
+    std::vector<uint8_t> x(xs * m);
+    convert_rows(scalar, base, xf.data(), k, k, 0, m, x.data());
+    const auto p = pack_all(base, w, n, k);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    packed_matmul_reference(packed_dtype(base),
+                            {p.data(), n, k, x.data(), xs, m, 0, (n + 7) / 8, y.data(), n});
+    std::vector<float> want(y.size());
+    matmul_rows(scalar, base, w.data(), row_bytes(base, k), x.data(), xs, m, k, 0, n, want.data(),
+                n);
+    for (size_t e = 0; e < y.size(); ++e) {
+      EXPECT_NEAR(y[e], want[e], 1e-4 * (1.0 + std::fabs(want[e])))
+          << dtype_name(base) << " element " << e;
+    }
+  }
+}
+
+// Packing a range of groups writes exactly those groups, the same bytes as packing them all.
+TEST(PackedMatmulTest, PackingGroupRangesComposes) {
+  for (DType base : kBases) {
+    std::mt19937_64 rng(5);
+    const int64_t n = 29, blocks = 3, k = blocks * kQK;
+    const auto w = random_weights(base, n, blocks, rng);
+    const auto whole = pack_all(base, w, n, k);
+    std::vector<uint8_t> parts(whole.size(), 0xAB);
+    const size_t rb = row_bytes(base, k);
+    pack_groups(base, w.data(), rb, n, k, 2, 4, parts.data());
+    pack_groups(base, w.data(), rb, n, k, 0, 2, parts.data());
+    EXPECT_EQ(parts, whole) << dtype_name(base);
+  }
+}
+
+TEST(PackedMatmulTest, OnlyLevelsWithKernelsPack) {
+  EXPECT_EQ(packed_weight_dtype(scalar_kernel_table(), DType::Q4_0), DType::Q4_0);
+  for (const auto& nt : test::simd_tables()) {
+    for (DType base : kBases) {
+      const DType chosen = packed_weight_dtype(*nt.table, base);
+      EXPECT_EQ(chosen != base, packed_matmul_kernel(*nt.table, packed_dtype(base)) != nullptr)
+          << nt.name;
+    }
+    EXPECT_EQ(packed_weight_dtype(*nt.table, DType::F16), DType::F16) << nt.name;
+  }
+}
+
+}  // namespace
+}  // namespace tokamak::cpu

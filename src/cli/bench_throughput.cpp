@@ -11,6 +11,7 @@
 #include "cli/default_model.h"
 #include "cli/loaded_model.h"
 #include "core/error.h"
+#include "ops/op_profile.h"
 
 namespace tokamak::cli {
 namespace {
@@ -98,7 +99,9 @@ void run_throughput_bench(const ThroughputConfig& c) {
   check_config(c);
   EngineOptions opts = c.engine.engine_options();
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
-  LoadedModel loaded = load_model(model_path, c.threads, 0, opts.max_batched_tokens);
+  OpProfile profile;
+  LoadedModel loaded =
+      load_model(model_path, c.threads, 0, opts.max_batched_tokens, c.profile ? &profile : nullptr);
   tag_model(opts, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
 
@@ -187,6 +190,8 @@ void run_throughput_bench(const ThroughputConfig& c) {
   std::printf("\n== tokamak bench throughput ==\n%s\n%s\n%s",
               format_table(summary, Align::Left).c_str(), format_table(latency).c_str(),
               format_table(engine_rows, Align::Left).c_str());
+  if (c.profile)
+    std::printf("\nprofile (wall time of each op, threads included)\n%s", profile.report().c_str());
   std::fflush(stdout);
 
   if (c.json_path.empty()) return;

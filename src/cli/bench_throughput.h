@@ -23,6 +23,7 @@ struct ThroughputConfig {
   std::string prompts_file;  // one prompt per line, used as given (no input_len)
   double temperature = 0;
   std::string json_path;
+  bool profile = false;  // print time per op type of a decode and a prefill step
   EngineFlags engine;
 };
 

@@ -49,6 +49,9 @@ void add_throughput(CLI::App& bench) {
   cmd->add_option("--temperature", c->temperature, "sampling temperature (0 = greedy)")
       ->capture_default_str();
   cmd->add_option("--json", c->json_path, "also write the results as JSON to this file");
+  cmd->add_flag("--profile", c->profile,
+                "time every op; print the time of each op type per decode step and per "
+                "prefill step");
   c->engine.add_to(*cmd);
   cmd->callback([c] { run_throughput_bench(*c); });
 }

@@ -6,8 +6,8 @@
 
 namespace tokamak::cli {
 
-LoadedModel load_model(const std::string& path, int n_threads, int n_ctx,
-                       int32_t max_batch_tokens) {
+LoadedModel load_model(const std::string& path, int n_threads, int n_ctx, int32_t max_batch_tokens,
+                       OpProfile* profile) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel loaded;
   const std::string resolved = path.empty() ? default_model_path() : path;
@@ -16,6 +16,7 @@ LoadedModel load_model(const std::string& path, int n_threads, int n_ctx,
   opts.n_threads = n_threads;
   opts.n_ctx = n_ctx;
   if (max_batch_tokens > 0) opts.max_batch_tokens = max_batch_tokens;
+  opts.profile = profile;
   loaded.model = Model::load(loaded.file, opts);
   loaded.tokenizer = Tokenizer::from_gguf(*loaded.file);
   loaded.load_ms =

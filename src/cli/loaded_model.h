@@ -7,6 +7,7 @@
 
 #include "format/gguf.h"
 #include "model/model.h"
+#include "ops/op_profile.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak::cli {
@@ -21,7 +22,8 @@ struct LoadedModel {
 // path empty = the default model. n_threads 0 = all cores. n_ctx 0 = the model's default.
 // max_batch_tokens: most tokens in one forward, at least the engine's max_batched_tokens
 // (0 = ModelOptions' default).
+// profile: built-in profiling into it (ModelOptions::profile), null for none.
 LoadedModel load_model(const std::string& path, int n_threads, int n_ctx,
-                       int32_t max_batch_tokens = 0);
+                       int32_t max_batch_tokens = 0, OpProfile* profile = nullptr);
 
 }  // namespace tokamak::cli

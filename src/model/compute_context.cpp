@@ -1,6 +1,7 @@
 #include "model/compute_context.h"
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -16,6 +17,10 @@ ComputeContext::ComputeContext(const ModelOptions& opts) {
     pool_ = own_pool_.get();
   }
   ops_ = make_cpu_ops(*pool_, isa);
+  if (opts.profile != nullptr) {
+    profile_ = opts.profile;
+    ops_ = make_profiled_ops(std::move(ops_), *profile_);
+  }
 }
 
 }  // namespace tokamak

@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "model/model_options.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace tokamak {
@@ -16,12 +17,14 @@ class ComputeContext {
   explicit ComputeContext(const ModelOptions& opts);
 
   Ops& ops() { return *ops_; }
+  OpProfile* profile() const { return profile_; }  // null unless profiling
   ThreadPool& pool() { return *pool_; }
 
  private:
   std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool* pool_;
   std::unique_ptr<Ops> ops_;
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace tokamak

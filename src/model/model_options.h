@@ -9,6 +9,7 @@
 namespace tokamak {
 
 class ThreadPool;
+struct OpProfile;
 
 struct ModelOptions {
   int n_threads = 0;               // kernel threads; 0 = one per hardware thread
@@ -21,6 +22,9 @@ struct ModelOptions {
   // batch holds one token or more (no batch invariance). Off: every batch rounds as
   // llama.cpp's prompt processing does, whatever its size.
   bool llama_cpp_decode_rounding = false;
+  // Built-in profiling (ops/op_profile.h): time per op type and step kind is added here; the
+  // profile must outlive the model. Null: no timing at all.
+  OpProfile* profile = nullptr;
 };
 
 }  // namespace tokamak

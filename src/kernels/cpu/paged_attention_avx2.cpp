@@ -276,6 +276,32 @@ void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_
   }
 }
 
+// Asks for the K and V rows of the tile that starts at token t0 (block index `block`, row
+// `offset` in it), into L2, while the current one is computed. A sequence's blocks lie
+// anywhere in the pool, so the hardware prefetcher starts over at every block, and in a decode
+// step over many sequences the rows come from DRAM. Measured on Zen 4: one query over 512
+// tokens with the pool out of cache 80-98 -> 40-47 us (kernels bench); decode steps at batch 32
+// of the default model spent 19.8 -> 11.6 ms a step in paged attention (`--profile`). Into L1
+// (T0) instead gained a fifth of that: a tile's 128 lines overflow L1's miss queue.
+template <KVDType DK, KVDType DV>
+void prefetch_tile(const PagedAttentionArgs& a, int64_t t0, int64_t block, int32_t offset) {
+  const int64_t k_row = static_cast<int64_t>(kv_row_bytes(DK, a.head_dim_k));
+  const int64_t v_row = static_cast<int64_t>(kv_row_bytes(DV, a.head_dim_v));
+  const int64_t end = std::min<int64_t>(a.n_kv, t0 + kPagedTile);
+  while (t0 < end) {
+    // The rest of this block (or of the tile): contiguous rows.
+    const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t0);
+    const int64_t b = a.block_table[block];
+    const char* k = reinterpret_cast<const char*>(a.k + b * a.k_block_stride + offset * k_row);
+    const char* v = reinterpret_cast<const char*>(a.v + b * a.v_block_stride + offset * v_row);
+    for (int64_t byte = 0; byte < rows * k_row; byte += 64) _mm_prefetch(k + byte, _MM_HINT_T1);
+    for (int64_t byte = 0; byte < rows * v_row; byte += 64) _mm_prefetch(v + byte, _MM_HINT_T1);
+    t0 += rows;
+    offset = 0;
+    ++block;
+  }
+}
+
 template <KVDType DK, KVDType DV>
 void paged_attention_as(const PagedAttentionArgs& a_in) {
   // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here (q4 keys), and
@@ -310,6 +336,7 @@ void paged_attention_as(const PagedAttentionArgs& a_in) {
   int32_t offset = 0;  // row of token t0 in its block
   for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
     gather_tile<DK, DV>(a, t0, block, offset, t);
+    if (t0 + kPagedTile < a.n_kv) prefetch_tile<DK, DV>(a, t0 + kPagedTile, block, offset);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:

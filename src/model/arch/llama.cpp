@@ -132,6 +132,8 @@ class LlamaModel final : public Model {
 
 void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logits) {
   validate_batch(batch, kv, hp_, max_tokens_, logits.size());
+  const ProfiledStep step(compute_.profile(),
+                          batch.tokens.size() == 1 ? StepKind::Decode : StepKind::Prefill);
   const int32_t t = static_cast<int32_t>(batch.tokens.size());
   const int32_t pos0 = kv.size();
   const AttentionParams attn =
@@ -148,6 +150,10 @@ void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logit
 
 void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) {
   validate_ragged_batch(batch, kv, hp_, max_tokens_, logits.size());
+  // A step is a decode step when every sequence in it brings one new token.
+  const ProfiledStep step(compute_.profile(), batch.tokens.size() == batch.seqs.size()
+                                                  ? StepKind::Decode
+                                                  : StepKind::Prefill);
   const AttentionParams attn = attention_params(false);
   Ops& ops = compute_.ops();
   run(batch.tokens, batch.positions, batch.logit_rows, logits,

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/sha256.h"
 #include "format/gguf.h"
@@ -104,12 +105,20 @@ ModelOptions reference_options() {
   return opts;
 }
 
-void check_golden_file(const fs::path& golden_path) {
+json read_golden(const fs::path& golden_path) {
   std::ifstream in(golden_path);
-  ASSERT_TRUE(in) << golden_path;
-  const json golden = json::parse(in);
-  const fs::path model_path =
-      fs::path(TOKAMAK_SOURCE_DIR) / "models" / golden["model_file"].get<std::string>();
+  if (!in) throw std::runtime_error("cannot read " + golden_path.string());
+  return json::parse(in);
+}
+
+// The model file a golden file was made from (models/, as scripts/setup.sh puts it).
+fs::path model_of(const json& golden) {
+  return fs::path(TOKAMAK_SOURCE_DIR) / "models" / golden["model_file"].get<std::string>();
+}
+
+void check_golden_file(const fs::path& golden_path) {
+  const json golden = read_golden(golden_path);
+  const fs::path model_path = model_of(golden);
   if (!fs::exists(model_path)) GTEST_SKIP() << model_path << " missing: run scripts/setup.sh";
   ASSERT_EQ(sha256_file(model_path), golden["model_sha256"].get<std::string>())
       << model_path << " is not the file the golden data was made from";
@@ -195,11 +204,8 @@ ForcedScore score_forced(Model& model, const json& golden) {
 
 void check_packed_against_reference(const fs::path& golden_path) {
   if (best_isa(cpu_features()) < Isa::Avx2) GTEST_SKIP() << "needs AVX2 for the reference";
-  std::ifstream in(golden_path);
-  ASSERT_TRUE(in) << golden_path;
-  const json golden = json::parse(in);
-  const fs::path model_path =
-      fs::path(TOKAMAK_SOURCE_DIR) / "models" / golden["model_file"].get<std::string>();
+  const json golden = read_golden(golden_path);
+  const fs::path model_path = model_of(golden);
   if (!fs::exists(model_path)) GTEST_SKIP() << model_path << " missing: run scripts/setup.sh";
   auto file = std::make_shared<const gguf::File>(gguf::File::open(model_path.string()));
   ModelOptions best;

@@ -133,9 +133,9 @@ EngineOptions EngineFlags::engine_options() const {
 
   const std::optional<KVDTypes> dtype = kv_dtypes_from_name(kv_dtype);
   if (!dtype) {
-    throw Error(
-        fmt::format("invalid --kv-dtype \"{}\": expected one of {}, or KEYS,VALUES such as int8,q4",
-                    kv_dtype, kv_dtype_choices()));
+    throw Error(fmt::format(
+        "invalid --kv-dtype \"{}\": expected one of {}, or KEYS,VALUES such as int8,q4",
+        kv_dtype, kv_dtype_choices()));
   }
   opts.kv_dtype = *dtype;
   opts.block_size = block_size;

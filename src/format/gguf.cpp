@@ -29,22 +29,17 @@ uint64_t min_encoded_size(ValueType type) {
   switch (type) {
     case ValueType::UINT8:
     case ValueType::INT8:
-    case ValueType::BOOL:
-      return 1;
+    case ValueType::BOOL: return 1;
     case ValueType::UINT16:
-    case ValueType::INT16:
-      return 2;
+    case ValueType::INT16: return 2;
     case ValueType::UINT32:
     case ValueType::INT32:
-    case ValueType::FLOAT32:
-      return 4;
+    case ValueType::FLOAT32: return 4;
     case ValueType::UINT64:
     case ValueType::INT64:
     case ValueType::FLOAT64:
-    case ValueType::STRING:
-      return 8;
-    case ValueType::ARRAY:
-      return 4 + 8;
+    case ValueType::STRING: return 8;
+    case ValueType::ARRAY: return 4 + 8;
   }
   return 1;
 }
@@ -106,35 +101,23 @@ class ValueReader {
     if (values_left_ == 0) too_many();
     --values_left_;
     switch (type) {
-      case ValueType::UINT8:
-        return Value::u8(c_.read<uint8_t>("uint8 value"));
-      case ValueType::INT8:
-        return Value::i8(c_.read<int8_t>("int8 value"));
-      case ValueType::UINT16:
-        return Value::u16(c_.read<uint16_t>("uint16 value"));
-      case ValueType::INT16:
-        return Value::i16(c_.read<int16_t>("int16 value"));
-      case ValueType::UINT32:
-        return Value::u32(c_.read<uint32_t>("uint32 value"));
-      case ValueType::INT32:
-        return Value::i32(c_.read<int32_t>("int32 value"));
-      case ValueType::UINT64:
-        return Value::u64(c_.read<uint64_t>("uint64 value"));
-      case ValueType::INT64:
-        return Value::i64(c_.read<int64_t>("int64 value"));
-      case ValueType::FLOAT32:
-        return Value::f32(c_.read<float>("float32 value"));
-      case ValueType::FLOAT64:
-        return Value::f64(c_.read<double>("float64 value"));
+      case ValueType::UINT8: return Value::u8(c_.read<uint8_t>("uint8 value"));
+      case ValueType::INT8: return Value::i8(c_.read<int8_t>("int8 value"));
+      case ValueType::UINT16: return Value::u16(c_.read<uint16_t>("uint16 value"));
+      case ValueType::INT16: return Value::i16(c_.read<int16_t>("int16 value"));
+      case ValueType::UINT32: return Value::u32(c_.read<uint32_t>("uint32 value"));
+      case ValueType::INT32: return Value::i32(c_.read<int32_t>("int32 value"));
+      case ValueType::UINT64: return Value::u64(c_.read<uint64_t>("uint64 value"));
+      case ValueType::INT64: return Value::i64(c_.read<int64_t>("int64 value"));
+      case ValueType::FLOAT32: return Value::f32(c_.read<float>("float32 value"));
+      case ValueType::FLOAT64: return Value::f64(c_.read<double>("float64 value"));
       case ValueType::BOOL: {
         const auto b = c_.read<uint8_t>("bool value");
         if (b > 1) throw Error("bool value " + std::to_string(b) + " is neither 0 nor 1");
         return Value::boolean(b == 1);
       }
-      case ValueType::STRING:
-        return Value::string(c_.read_string("string value"));
-      case ValueType::ARRAY:
-        return read_array(depth + 1);
+      case ValueType::STRING: return Value::string(c_.read_string("string value"));
+      case ValueType::ARRAY: return read_array(depth + 1);
     }
     throw Error("unknown metadata value type");  // unreachable: read_type checked it
   }

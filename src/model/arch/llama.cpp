@@ -78,8 +78,9 @@ class LlamaModel final : public Model {
     const auto prepare = [&](Tensor& t) {
       const Tensor prepared = ops.prepare_weight(t);
       // The file's copy of a repacked weight is not read again: let its pages go, so that
-      // the process does not hold the weights twice.
-      if (prepared.data != t.data && t.data != w_.token_embd.data) {
+      // the process does not hold the weights twice. A tied head's source is token_embd,
+      // whose lookups then read back only the pages of the rows they need.
+      if (prepared.data != t.data) {
         file_->drop_pages(t.data, row_bytes(t.dtype, t.row_size()) * t.n_rows());
       }
       t = prepared;

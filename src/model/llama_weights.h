@@ -39,6 +39,10 @@ struct LlamaLayerWeights {
   Tensor w_gate;
   Tensor w_up;
   Tensor w_down;
+  // Set by the model when its backend stacks them (Ops::prepare_stacked): wq, wk and wv as
+  // one tensor, w_gate and w_up as one; data null otherwise.
+  Tensor w_qkv;
+  Tensor w_gate_up;
 };
 
 struct LlamaWeights {

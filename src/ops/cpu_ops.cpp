@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -90,6 +91,22 @@ void CpuOps::for_rows(int64_t n, int64_t cost_per_row,
   }
 }
 
+std::pair<const void*, size_t> CpuOps::encode_activations(const Tensor& x, DType wtype) {
+  const Rows xr = as_rows(x);
+  if (wtype == DType::F32) return {xr.data, static_cast<size_t>(xr.stride)};
+  const int64_t m = xr.n_rows;
+  const int64_t k = xr.n_cols;
+  const size_t xq_stride = row_bytes(cpu::activation_dtype(wtype), k);
+  if (scratch_.size() < xq_stride * static_cast<size_t>(m)) reserve(m, k);
+  uint8_t* dst = scratch_.data();
+  const float* src = xr.row<const float>(0);
+  const int64_t x_stride = xr.stride / static_cast<int64_t>(sizeof(float));
+  for_rows(m, k, [&](int64_t r0, int64_t r1) {
+    cpu::convert_rows(kt_, wtype, src, x_stride, k, r0, r1, dst);
+  });
+  return {dst, xq_stride};
+}
+
 void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const Rows xr = as_rows(x);
   const Rows wr = as_rows(w);
@@ -102,21 +119,8 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const int64_t n = wr.n_rows;
   if (m == 0 || n == 0) return;
 
-  // Encode the activations once (F32 weights use them as they are).
-  const void* xq = xr.data;
-  size_t xq_stride = static_cast<size_t>(xr.stride);
-  if (wr.dtype != DType::F32) {
-    const DType act = cpu::activation_dtype(wr.dtype);
-    xq_stride = row_bytes(act, k);
-    if (scratch_.size() < xq_stride * static_cast<size_t>(m)) reserve(m, k);
-    uint8_t* dst = scratch_.data();
-    const float* src = xr.row<const float>(0);
-    const int64_t x_stride = xr.stride / static_cast<int64_t>(sizeof(float));
-    for_rows(m, k, [&](int64_t r0, int64_t r1) {
-      cpu::convert_rows(kt_, wr.dtype, src, x_stride, k, r0, r1, dst);
-    });
-    xq = dst;
-  }
+  // Encode the activations once.
+  const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
 
   const int64_t y_stride = yr.stride / static_cast<int64_t>(sizeof(float));
   float* yp = yr.row<float>(0);
@@ -125,7 +129,7 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
     assert(kernel != nullptr && w.is_contiguous());
     const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
     const auto run_groups = [&](int64_t g0, int64_t g1) {
-      kernel({wr.data, n, k, xq, xq_stride, m, g0, g1, yp, y_stride});
+      kernel({wr.data, n, k, xq, xq_stride, m, g0, g1, yp, y_stride, 0});
     };
     if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
       run_groups(0, groups);
@@ -161,6 +165,75 @@ Tensor CpuOps::prepare_weight(const Tensor& w) {
   const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
   packed_weights_.push_back(std::move(buf));
   return out;
+}
+
+Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
+  if (ws.empty()) return {};
+  const DType base = ws[0].dtype;
+  const DType packed = cpu::packed_weight_dtype(kt_, base);
+  if (packed == base) return {};
+  const int64_t k = ws[0].rank == 2 ? ws[0].shape[1] : 0;
+  int64_t n = 0;
+  for (const Tensor& w : ws) {
+    // Each weight's rows must fill whole groups, so that its outputs start on a group.
+    if (w.dtype != base || w.rank != 2 || w.device != Device::CPU || w.shape[1] != k ||
+        w.shape[0] % cpu::kPackRows != 0) {
+      return {};
+    }
+    n += w.shape[0];
+  }
+  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(base, n, k));
+  const size_t group_bytes = cpu::kPackRows * row_bytes(base, k);
+  int64_t first_group = 0;
+  for (const Tensor& w : ws) {
+    const int64_t groups = w.shape[0] / cpu::kPackRows;
+    uint8_t* out = buf.data() + static_cast<size_t>(first_group) * group_bytes;
+    for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
+      cpu::pack_groups(base, w.data, static_cast<size_t>(w.stride[0]), w.shape[0], k, g0, g1, out);
+    });
+    first_group += groups;
+  }
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
+  packed_weights_.push_back(std::move(buf));
+  return out;
+}
+
+void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) {
+  const Rows xr = as_rows(x);
+  const Rows wr = as_rows(stacked);
+  assert(xr.dtype == DType::F32 && cpu::is_packed(wr.dtype) && xr.n_cols == wr.n_cols);
+  const int64_t m = xr.n_rows;
+  const int64_t k = xr.n_cols;
+  const int64_t n = wr.n_rows;
+  if (m == 0) return;
+  const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
+  const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
+  assert(kernel != nullptr);
+
+  // Each output's first row in the stack; all of them fill whole groups (prepare_stacked).
+  std::vector<int64_t> first_row(ys.size() + 1, 0);
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const Rows yr = as_rows(ys[i]);
+    assert(yr.dtype == DType::F32 && yr.n_rows == m && yr.n_cols % cpu::kPackRows == 0);
+    first_row[i + 1] = first_row[i] + yr.n_cols;
+  }
+  assert(first_row.back() == n);
+  const auto run_groups = [&](int64_t g0, int64_t g1) {
+    for (size_t i = 0; i < ys.size(); ++i) {
+      const int64_t s0 = std::max(g0, first_row[i] / cpu::kPackRows);
+      const int64_t s1 = std::min(g1, first_row[i + 1] / cpu::kPackRows);
+      if (s0 >= s1) continue;
+      const Rows yr = as_rows(ys[i]);
+      kernel({wr.data, n, k, xq, xq_stride, m, s0, s1, yr.row<float>(0),
+              yr.stride / static_cast<int64_t>(sizeof(float)), first_row[i]});
+    }
+  };
+  const int64_t groups = n / cpu::kPackRows;
+  if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
+    run_groups(0, groups);
+  } else {
+    pool_.parallel_for(groups, run_groups);
+  }
 }
 
 void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

@@ -4,6 +4,8 @@
 // (token, head), paged attention by (sequence, KV head, query token), the row-wise ops by rows
 // when there is enough work to share).
 
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -23,6 +25,8 @@ class CpuOps final : public Ops {
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
   Tensor prepare_weight(const Tensor& w) override;
+  Tensor prepare_stacked(std::span<const Tensor> ws) override;
+  void matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) override;
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -40,6 +44,10 @@ class CpuOps final : public Ops {
   void copy(const Tensor& src, const Tensor& dst) override;
 
  private:
+  // x's rows encoded for weights of type wtype (in scratch_; F32 weights take x as it is):
+  // the rows and their stride in bytes.
+  std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype);
+
   // Runs fn over [0, n) rows: on the caller when the work (n * cost_per_row) is small,
   // else split across the pool.
   void for_rows(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int64_t)>& fn);

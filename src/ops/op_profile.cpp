@@ -22,9 +22,15 @@ class ProfiledOps final : public Ops {
   Device device() const override { return inner_->device(); }
   void reserve(int64_t max_rows, int64_t max_k) override { inner_->reserve(max_rows, max_k); }
   Tensor prepare_weight(const Tensor& w) override { return inner_->prepare_weight(w); }
+  Tensor prepare_stacked(std::span<const Tensor> ws) override {
+    return inner_->prepare_stacked(ws);
+  }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override {
     timed(ProfiledOp::Matmul, [&] { inner_->matmul(x, w, y); });
+  }
+  void matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) override {
+    timed(ProfiledOp::Matmul, [&] { inner_->matmul_stacked(x, stacked, ys); });
   }
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     timed(ProfiledOp::Rmsnorm, [&] { inner_->rmsnorm(x, weight, eps, y); });

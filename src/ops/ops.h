@@ -56,6 +56,18 @@ class Ops {
   // load.
   virtual Tensor prepare_weight(const Tensor& w) = 0;
 
+  // Weights that multiply the same input (Q, K and V; gate and up) as one tensor whose rows
+  // are theirs stacked in order, for matmul_stacked: the input is encoded once and the threads
+  // are woken once instead of once per weight. An empty tensor (data null) where the backend
+  // has no such form for them; the caller then prepares and multiplies each on its own.
+  // Owned like prepare_weight's copies.
+  virtual Tensor prepare_stacked(std::span<const Tensor> ws) = 0;
+
+  // ys[i] (m, n_i) = x (m, k) · (weight i)ᵀ for `stacked` from prepare_stacked of weights of
+  // n_0, n_1, ... rows: bitwise what matmul gives with each weight prepared on its own.
+  virtual void matmul_stacked(const Tensor& x, const Tensor& stacked,
+                              std::span<const Tensor> ys) = 0;
+
   // y (m, n) = x / rms(x) * weight (n), row by row; y may be x.
   virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
 

@@ -119,8 +119,8 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
               const float untouched = -7.0f;
               std::vector<float> got(static_cast<size_t>(m * y_stride), untouched);
               std::vector<float> want(got.size(), untouched);
-              const PackedMatmulArgs args_got{w.data(), n,  k,      x.data(),   xs,
-                                              m,        g0, groups, got.data(), y_stride};
+              const PackedMatmulArgs args_got{w.data(), n,      k,          x.data(), xs, m,
+                                              g0,       groups, got.data(), y_stride, 0};
               PackedMatmulArgs args_want = args_got;
               args_want.y = want.data();
               kernel(args_got);
@@ -152,7 +152,7 @@ TEST(PackedMatmulTest, ReferenceMatchesTheUnpackedDot) {
     const auto p = pack_all(base, w, n, k);
     std::vector<float> y(static_cast<size_t>(m * n));
     packed_matmul_reference(packed_dtype(base),
-                            {p.data(), n, k, x.data(), xs, m, 0, (n + 7) / 8, y.data(), n});
+                            {p.data(), n, k, x.data(), xs, m, 0, (n + 7) / 8, y.data(), n, 0});
     std::vector<float> want(y.size());
     matmul_rows(scalar, base, w.data(), row_bytes(base, k), x.data(), xs, m, k, 0, n, want.data(),
                 n);

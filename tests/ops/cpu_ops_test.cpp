@@ -13,6 +13,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize.h"
 #include "ops_test_util.h"
 
@@ -96,6 +97,56 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CpuOpsTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                                            DType::Q4_0, DType::Q4_1),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Stacked weights (Q, K, V as one tensor): each output bitwise what a matmul with that weight
+// prepared on its own gives, at 1 to 3 threads and for 1 or 5 activation rows; levels without
+// a stacked form say so with an empty tensor, and weights off whole groups are refused.
+TEST(CpuOpsStackedTest, EachOutputEqualsItsOwnMatmul) {
+  const int64_t k = 96;
+  const int64_t rows[] = {24, 8, 16};
+  for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::F16}) {
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<Tensor> ws;
+    for (size_t i = 0; i < 3; ++i) {
+      data.push_back(encode(wt, random_floats(static_cast<size_t>(rows[i] * k), 20 + i), k));
+      ws.push_back(Tensor::contiguous(wt, {rows[i], k}, data.back().data()));
+    }
+    for (Isa isa : isas()) {
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        CpuOps ops(pool, isa);
+        ops.reserve(5, k);
+        const Tensor stacked = ops.prepare_stacked(ws);
+        const bool packs = cpu::packed_weight_dtype(cpu::kernel_table(isa), wt) != wt;
+        ASSERT_EQ(stacked.data != nullptr, packs) << dtype_name(wt) << " " << isa_name(isa);
+        if (!packs) continue;
+        const int64_t odd_rows[] = {12, 8};
+        const Tensor odd[] = {Tensor::contiguous(wt, {odd_rows[0], k}, data[0].data()),
+                              Tensor::contiguous(wt, {odd_rows[1], k}, data[1].data())};
+        EXPECT_EQ(ops.prepare_stacked(odd).data, nullptr) << "12 rows are not whole groups";
+        for (int64_t m : {1, 5}) {
+          auto x = random_floats(static_cast<size_t>(m * k), 30 + m, -2.0f, 2.0f);
+          const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
+          std::vector<std::vector<float>> got(3), want(3);
+          std::vector<Tensor> outs;
+          for (size_t i = 0; i < 3; ++i) {
+            got[i].assign(static_cast<size_t>(m * rows[i]), -1.0f);
+            want[i].assign(got[i].size(), -2.0f);
+            outs.push_back(Tensor::contiguous(DType::F32, {m, rows[i]}, got[i].data()));
+          }
+          ops.matmul_stacked(xt, stacked, outs);
+          for (size_t i = 0; i < 3; ++i) {
+            ops.matmul(xt, ops.prepare_weight(ws[i]),
+                       Tensor::contiguous(DType::F32, {m, rows[i]}, want[i].data()));
+            EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
+                << dtype_name(wt) << " " << isa_name(isa) << " threads " << threads << " m " << m
+                << " output " << i;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(CpuOpsRowTest, EmbeddingRmsnormAddSiluCopy) {
   ThreadPool pool(2);

@@ -192,7 +192,7 @@ void packed_matmul(const PackedMatmulArgs& a) {
     const int64_t rows = a.n - j0 < kPackRows ? a.n - j0 : kPackRows;
     const __mmask8 keep = static_cast<__mmask8>((1u << rows) - 1u);
     const auto store = [&](int64_t c, __m256 v) {
-      float* dst = a.y + c * a.y_stride + j0;
+      float* dst = a.y + c * a.y_stride + (j0 - a.y_origin);
       if (rows == kPackRows) {
         _mm256_storeu_ps(dst, v);
       } else {

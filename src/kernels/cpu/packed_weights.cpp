@@ -169,7 +169,7 @@ void packed_matmul_reference(DType packed, const PackedMatmulArgs& a) {
           const float scale = dw * dx;
           acc = std::fma(scale, static_cast<float>(isum), acc);
         }
-        a.y[c * a.y_stride + j] = packed == DType::Q4_1_X8 ? acc + mins : acc;
+        a.y[c * a.y_stride + j - a.y_origin] = packed == DType::Q4_1_X8 ? acc + mins : acc;
       }
     }
   }

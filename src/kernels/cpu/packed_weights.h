@@ -71,9 +71,11 @@ size_t packed_bytes(DType base, int64_t n, int64_t k);
 void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
                  int64_t g1, void* out);
 
-// One call of a packed matmul: y[c * y_stride + j] for activation rows c in [0, m) and weight
-// rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart, in the
-// encoding of the base type (activation_dtype in matmul.h).
+// One call of a packed matmul: y[c * y_stride + j - y_origin] for activation rows c in [0, m)
+// and weight rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart,
+// in the encoding of the base type (activation_dtype in matmul.h). y_origin lets a tensor of
+// several weights stacked by rows (Ops::prepare_stacked) write each one's rows to its own
+// output.
 struct PackedMatmulArgs {
   const void* w;  // the whole packed tensor
   int64_t n;
@@ -85,6 +87,7 @@ struct PackedMatmulArgs {
   int64_t g1;
   float* y;
   int64_t y_stride;
+  int64_t y_origin = 0;  // the weight row written to y's column 0
 };
 using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
 

@@ -8,6 +8,9 @@
 //                                   paged cache: a ragged batch of many, online softmax)
 //     h = rmsnorm(x) ; x += (silu(h·Wgate) * (h·Wup)) · Wdown
 //   logits = rmsnorm(x[logit_rows]) · Woutput        (Woutput = token_embd when tied)
+//
+// Where the backend stacks weights that share an input (Ops::prepare_stacked: AVX-512 with
+// quantized weights), h·Wq, h·Wk, h·Wv is one matmul and so is h·Wgate, h·Wup.
 
 #include <cmath>
 #include <memory>
@@ -85,8 +88,26 @@ class LlamaModel final : public Model {
       }
       t = prepared;
     };
+    // Weights that share an input go stacked into one tensor where the backend can, else
+    // each on its own.
+    const auto stack = [&](std::initializer_list<Tensor*> ws) {
+      std::vector<Tensor> parts;
+      for (const Tensor* t : ws) parts.push_back(*t);
+      const Tensor stacked = ops.prepare_stacked(parts);
+      for (Tensor* t : ws) {
+        if (stacked.data == nullptr) {
+          prepare(*t);
+        } else {
+          file_->drop_pages(t->data, row_bytes(t->dtype, t->row_size()) * t->n_rows());
+        }
+      }
+      return stacked;
+    };
     for (LlamaLayerWeights& L : w_.layers) {
-      for (Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) prepare(*t);
+      L.w_qkv = stack({&L.wq, &L.wk, &L.wv});
+      L.w_gate_up = stack({&L.w_gate, &L.w_up});
+      prepare(L.wo);
+      prepare(L.w_down);
     }
     prepare(w_.output);
   }
@@ -203,9 +224,14 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
 
     // Attention block: project, rotate, cache K/V and attend over the cache, project back.
     ops.rmsnorm(x, L.attn_norm, hp_.rms_eps, h);
-    ops.matmul(h, L.wq, q);
-    ops.matmul(h, L.wk, k);
-    ops.matmul(h, L.wv, v);
+    if (L.w_qkv.data != nullptr) {
+      const Tensor qkv_out[] = {q, k, v};
+      ops.matmul_stacked(h, L.w_qkv, qkv_out);
+    } else {
+      ops.matmul(h, L.wq, q);
+      ops.matmul(h, L.wk, k);
+      ops.matmul(h, L.wv, v);
+    }
     ops.rope(q_heads, positions, rope);
     ops.rope(k_heads, positions, rope);
     attend(l, q_heads, k, v, att);
@@ -214,8 +240,13 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
 
     // Feed-forward block (SwiGLU).
     ops.rmsnorm(x, L.ffn_norm, hp_.rms_eps, h);
-    ops.matmul(h, L.w_gate, gate);
-    ops.matmul(h, L.w_up, up);
+    if (L.w_gate_up.data != nullptr) {
+      const Tensor gate_up_out[] = {gate, up};
+      ops.matmul_stacked(h, L.w_gate_up, gate_up_out);
+    } else {
+      ops.matmul(h, L.w_gate, gate);
+      ops.matmul(h, L.w_up, up);
+    }
     ops.silu_mul(gate, up, gate);
     ops.matmul(gate, L.w_down, proj);
     ops.add(x, proj, x);

@@ -119,25 +119,17 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const int64_t n = wr.n_rows;
   if (m == 0 || n == 0) return;
 
+  if (cpu::is_packed(wr.dtype)) {  // a stack of one weight
+    const Tensor ys[] = {y};
+    matmul_stacked(x, w, ys);
+    return;
+  }
+
   // Encode the activations once.
   const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
 
   const int64_t y_stride = yr.stride / static_cast<int64_t>(sizeof(float));
   float* yp = yr.row<float>(0);
-  if (cpu::is_packed(wr.dtype)) {
-    const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
-    assert(kernel != nullptr && w.is_contiguous());
-    const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
-    const auto run_groups = [&](int64_t g0, int64_t g1) {
-      kernel({wr.data, n, k, xq, xq_stride, m, g0, g1, yp, y_stride, 0});
-    };
-    if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
-      run_groups(0, groups);
-    } else {
-      pool_.parallel_for(groups, run_groups);
-    }
-    return;
-  }
   const auto run = [&](int64_t j0, int64_t j1) {
     cpu::matmul_rows(kt_, wr.dtype, wr.data, static_cast<size_t>(wr.stride), xq, xq_stride, m, k,
                      j0, j1, yp, y_stride);
@@ -210,25 +202,28 @@ void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<co
   const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
   assert(kernel != nullptr);
 
-  // Each output's first row in the stack; all of them fill whole groups (prepare_stacked).
+  // Each output's first row in the stack. All but the last fill whole groups
+  // (prepare_stacked); the last may end in a partial group (one prepare_weight tensor).
+  const auto groups_of = [](int64_t rows) { return (rows + cpu::kPackRows - 1) / cpu::kPackRows; };
   std::vector<int64_t> first_row(ys.size() + 1, 0);
   for (size_t i = 0; i < ys.size(); ++i) {
     const Rows yr = as_rows(ys[i]);
-    assert(yr.dtype == DType::F32 && yr.n_rows == m && yr.n_cols % cpu::kPackRows == 0);
+    assert(yr.dtype == DType::F32 && yr.n_rows == m);
+    assert(i + 1 == ys.size() || yr.n_cols % cpu::kPackRows == 0);
     first_row[i + 1] = first_row[i] + yr.n_cols;
   }
   assert(first_row.back() == n);
   const auto run_groups = [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ys.size(); ++i) {
       const int64_t s0 = std::max(g0, first_row[i] / cpu::kPackRows);
-      const int64_t s1 = std::min(g1, first_row[i + 1] / cpu::kPackRows);
+      const int64_t s1 = std::min(g1, groups_of(first_row[i + 1]));
       if (s0 >= s1) continue;
       const Rows yr = as_rows(ys[i]);
       kernel({wr.data, n, k, xq, xq_stride, m, s0, s1, yr.row<float>(0),
               yr.stride / static_cast<int64_t>(sizeof(float)), first_row[i]});
     }
   };
-  const int64_t groups = n / cpu::kPackRows;
+  const int64_t groups = groups_of(n);
   if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
     run_groups(0, groups);
   } else {

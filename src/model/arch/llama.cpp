@@ -78,14 +78,15 @@ class LlamaModel final : public Model {
   // is tied to it: the head then gets its own copy.
   void prepare_matmul_weights() {
     Ops& ops = compute_.ops();
+    // The file's copy of a repacked weight is not read again: let its pages go, so that the
+    // process does not hold the weights twice. A tied head's source is token_embd, whose
+    // lookups then read back only the pages of the rows they need.
+    const auto drop_file_copy = [&](const Tensor& t) {
+      file_->drop_pages(t.data, row_bytes(t.dtype, t.row_size()) * t.n_rows());
+    };
     const auto prepare = [&](Tensor& t) {
       const Tensor prepared = ops.prepare_weight(t);
-      // The file's copy of a repacked weight is not read again: let its pages go, so that
-      // the process does not hold the weights twice. A tied head's source is token_embd,
-      // whose lookups then read back only the pages of the rows they need.
-      if (prepared.data != t.data) {
-        file_->drop_pages(t.data, row_bytes(t.dtype, t.row_size()) * t.n_rows());
-      }
+      if (prepared.data != t.data) drop_file_copy(t);
       t = prepared;
     };
     // Weights that share an input go stacked into one tensor where the backend can, else
@@ -98,7 +99,7 @@ class LlamaModel final : public Model {
         if (stacked.data == nullptr) {
           prepare(*t);
         } else {
-          file_->drop_pages(t->data, row_bytes(t->dtype, t->row_size()) * t->n_rows());
+          drop_file_copy(*t);
         }
       }
       return stacked;

@@ -83,6 +83,11 @@ struct SeqAttention {
   int32_t n_query = 0;
   int32_t context_len = 0;
   const int32_t* block_table = nullptr;  // ceil(context_len / block_size) block ids
+  // Optional (null: not tracked): one float per block-table entry, to which the attention
+  // call adds, for every query and query head, the softmax weight each block received (its
+  // tokens' probabilities summed): the accumulated attention that heavy-hitter eviction
+  // ranks blocks by (engine/kv_heavy.h). Summed in a fixed order, whatever the threads.
+  float* block_mass = nullptr;
 };
 
 }  // namespace tokamak

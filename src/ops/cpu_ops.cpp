@@ -1,6 +1,7 @@
 #include "ops/cpu_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cassert>
 #include <cstring>
 #include <utility>
@@ -409,6 +410,19 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   const int64_t cost_per_item =
       work / n_items * std::min(group, cpu::kMaxGroup) * (int64_t{p.head_dim_k} + p.head_dim_v);
 
+  // Attention-mass tracking: each item of a tracked sequence sums its heads' softmax weights
+  // per block into its own row of mass_rows_ (no two threads share a row); the rows are
+  // added to block_mass after the pass, in item order.
+  mass_offsets_.assign(seqs.size(), -1);
+  int64_t mass_floats = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const SeqAttention& s = seqs[si];
+    if (s.block_mass == nullptr || s.n_query == 0) continue;
+    mass_offsets_[si] = mass_floats;
+    mass_floats += per_query * s.n_query * ((s.context_len + kv.block_size - 1) / kv.block_size);
+  }
+  if (mass_floats > 0) mass_rows_.assign(static_cast<size_t>(mass_floats), 0.0f);
+
   const auto* qp = q.ptr<const float>();
   const int64_t q_row = int64_t{p.n_head} * p.head_dim_k;  // floats between query rows
   for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {
@@ -445,9 +459,42 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
       a.head_dim_k = p.head_dim_k;
       a.head_dim_v = p.head_dim_v;
       a.scale = p.scale;
+      if (mass_offsets_[si] < 0) {
+        cpu::paged_attention(kt_, a);
+        continue;
+      }
+      // The heads' scores, then their softmax weights summed per block into the item's row.
+      thread_local std::vector<float> scores;  // (n_group, n_kv); grows once, then reused
+      scores.resize(static_cast<size_t>(a.n_group * a.n_kv));
+      a.scores = scores.data();
+      a.scores_stride = a.n_kv;
       cpu::paged_attention(kt_, a);
+      const int64_t n_blocks = (s.context_len + kv.block_size - 1) / kv.block_size;
+      float* mass = mass_rows_.data() + mass_offsets_[si] + local * n_blocks;
+      for (int32_t g = 0; g < a.n_group; ++g) {
+        float* sg = scores.data() + g * a.n_kv;
+        const float mx = *std::max_element(sg, sg + a.n_kv);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < a.n_kv; ++j) sum += (sg[j] = std::exp(sg[j] - mx));
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < a.n_kv; ++j) mass[j / kv.block_size] += sg[j] * inv;
+      }
     }
   });
+  if (mass_floats > 0) add_block_mass(seqs, kv.block_size, static_cast<int32_t>(per_query));
+}
+
+void CpuOps::add_block_mass(std::span<const SeqAttention> seqs, int32_t block_size,
+                            int32_t n_rows_per_query) {
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const SeqAttention& s = seqs[si];
+    if (mass_offsets_[si] < 0) continue;
+    const int64_t n_blocks = (s.context_len + block_size - 1) / block_size;
+    const float* row = mass_rows_.data() + mass_offsets_[si];
+    for (int64_t r = 0; r < int64_t{n_rows_per_query} * s.n_query; ++r, row += n_blocks) {
+      for (int64_t b = 0; b < n_blocks; ++b) s.block_mass[b] += row[b];
+    }
+  }
 }
 
 void CpuOps::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {

@@ -52,8 +52,18 @@ class CpuOps final : public Ops {
   // else split across the pool.
   void for_rows(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Adds each tracked sequence's softmax weights per block to its SeqAttention::block_mass,
+  // from the scores its items wrote to mass_rows_.
+  void add_block_mass(std::span<const SeqAttention> seqs, int32_t block_size,
+                      int32_t n_rows_per_query);
+
   ThreadPool& pool_;
   const cpu::KernelTable& kt_;
+  // Attention-mass tracking (SeqAttention::block_mass): per work item, its heads' weights
+  // summed per block, (items of tracked sequences, their blocks); and where each sequence's
+  // rows start (-1: not tracked).
+  std::vector<float> mass_rows_;
+  std::vector<int64_t> mass_offsets_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
   std::vector<AlignedBuffer<uint8_t>> packed_weights_;  // what prepare_weight made
 };

@@ -106,6 +106,7 @@ class Ops {
   // alone. Each output element is reduced in one fixed order (KV blocks in table order, tokens
   // in block order) that depends only on its query's context, never on the other sequences,
   // the chunking of the prompt or the thread count: the engine's batch invariance rests on it.
+  // A seq with block_mass set also gets its queries' softmax weights added per block there.
   virtual void paged_attention(const Tensor& q, const PagedKVView& kv,
                                std::span<const SeqAttention> seqs, const AttentionParams& params,
                                const Tensor& out) = 0;

@@ -209,6 +209,44 @@ TEST(PagedAttentionTest, MatchesFloat64Reference) {
   std::printf("largest error against float64: %.3g\n", worst);
 }
 
+// The optional scores output: each head's raw scaled scores, against float64, for every
+// kernel; asking for them changes no bit of the output; nothing past n_kv is written.
+TEST(PagedAttentionTest, WritesScoresWhenAsked) {
+  for (const KernelTable* kt : all_tables()) {
+    uint64_t seed = 3000;
+    for (const Case& c : cases()) {
+      const Fixture f(c, seed += 10);
+      const auto plain = f.run(*kt);
+      const int64_t stride = c.n_kv + 3;
+      std::vector<float> scores(size_t(c.n_group) * stride, NAN);
+      std::vector<float> out(size_t(c.n_group) * f.out_stride, NAN);
+      PagedAttentionArgs a = f.args(out.data());
+      a.scores = scores.data();
+      a.scores_stride = stride;
+      paged_attention(*kt, a);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
+      for (int32_t g = 0; g < c.n_group; ++g) {
+        for (int32_t d = 0; d < c.dv; ++d) {
+          ASSERT_EQ(std::memcmp(&out[g * f.out_stride + d], &plain[g * f.out_stride + d], 4), 0)
+              << isa_name(kt->isa) << " " << c.name();
+        }
+        for (int64_t j = 0; j < c.n_kv; ++j) {
+          double dot = 0.0;
+          for (int32_t i = 0; i < c.dk; ++i) {
+            dot += double{f.q[g * f.q_stride + i]} * fp16_to_f32(f.k[j * c.dk + i]);
+          }
+          const double want = dot * scale;
+          ASSERT_NEAR(scores[g * stride + j], want, 1e-5 + 1e-5 * std::fabs(want))
+              << isa_name(kt->isa) << " " << c.name() << " head " << g << " token " << j;
+        }
+        for (int64_t j = c.n_kv; j < stride; ++j) {
+          ASSERT_TRUE(std::isnan(scores[g * stride + j])) << "wrote past n_kv";
+        }
+      }
+    }
+  }
+}
+
 // The plain kernel (attention.h) rounds q and the probabilities to F16, so agreement is to
 // ~1e-3; the K/V it reads is a contiguous copy of what the pool holds.
 TEST(PagedAttentionTest, MatchesPlainAttentionOnContiguousCopy) {

@@ -269,6 +269,80 @@ TEST_P(PagedAttentionOpsTest, RaggedBatchEqualsEachSequenceAloneAndPlainAttentio
   }
 }
 
+// Attention-mass tracking (SeqAttention::block_mass): the softmax weights per block, against
+// float64 on the F32 rows as written (tolerance for F16 / quantized caches), adding
+// to what the array held; each query head's weights sum to 1; the output is the same bits as
+// untracked; the sums are the same bits at 1 and 2 threads and for a tracked sequence batched
+// with untracked ones.
+TEST_P(PagedAttentionOpsTest, BlockMassIsTheSoftmaxWeightPerBlock) {
+  const Shape shape = GetParam();
+  const int32_t ctx = 70;
+  const int32_t nq = 9;
+  const int32_t n_blocks = (ctx + shape.block_size - 1) / shape.block_size;
+  const double tol = shape.dtype == KVDType::F32 ? 1e-5 : shape.dtype == KVDType::F16 ? 2e-3 : 0.1;
+  for (Isa isa : isas()) {
+    PagedBatch batch(shape, {{ctx, nq}, {40, 3}}, 31);
+    std::vector<float> first_mass;
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      CpuOps ops(pool, isa);
+      batch.write_all(ops);
+      const Seq& s = batch.seqs()[0];
+      const Seq& other = batch.seqs()[1];
+      const int32_t q0 = ctx - nq;
+      std::vector<float> q(s.q.begin() + q0 * batch.q_row(), s.q.end());
+      q.insert(q.end(), other.q.end() - 3 * batch.q_row(), other.q.end());
+      std::vector<float> mass(n_blocks, 1.0f);  // sums are added to what is there
+      const SeqAttention seqs[] = {{0, nq, ctx, s.table.data(), mass.data()},
+                                   {nq, 3, 40, other.table.data()}};
+      std::vector<float> out((nq + 3) * batch.out_row(), NAN);
+      ops.paged_attention(
+          Tensor::contiguous(DType::F32, {nq + 3, shape.n_head, shape.head_dim}, q.data()),
+          batch.view(), seqs, batch.params(), batch.out_tensor(out, nq + 3));
+
+      const auto alone = batch.run_alone(ops, 0, q0, nq);
+      EXPECT_TRUE(same_bits(out.data(), alone.data(), alone.size()))
+          << isa_name(isa) << ": tracking changed the output";
+
+      // float64 weights from the rows as written (F32), per query and head.
+      std::vector<double> want(n_blocks, 1.0);
+      const int32_t group = shape.n_head / shape.n_head_kv;
+      const double scale = 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
+      for (int32_t i = 0; i < nq; ++i) {
+        const int32_t n_kv = q0 + i + 1;
+        for (int32_t h = 0; h < shape.n_head; ++h) {
+          const int32_t hk = h / group;
+          std::vector<double> sc(n_kv);
+          double mx = -INFINITY;
+          for (int32_t j = 0; j < n_kv; ++j) {
+            double dot = 0.0;
+            for (int32_t d = 0; d < shape.head_dim; ++d) {
+              dot += double{q[i * batch.q_row() + h * shape.head_dim + d]} *
+                     s.k[(size_t(j) * shape.n_head_kv + hk) * shape.head_dim + d];
+            }
+            mx = std::max(mx, sc[j] = dot * scale);
+          }
+          double sum = 0.0;
+          for (double& x : sc) sum += (x = std::exp(x - mx));
+          for (int32_t j = 0; j < n_kv; ++j) want[j / shape.block_size] += sc[j] / sum;
+        }
+      }
+      double total = 0.0;
+      for (int32_t b = 0; b < n_blocks; ++b) {
+        EXPECT_NEAR(mass[b], want[b], tol * (1.0 + want[b])) << isa_name(isa) << " block " << b;
+        total += mass[b] - 1.0;
+      }
+      EXPECT_NEAR(total, double{nq} * shape.n_head, 1e-3 * nq * shape.n_head);
+      if (first_mass.empty()) {
+        first_mass = mass;
+      } else {
+        EXPECT_TRUE(same_bits(mass.data(), first_mass.data(), mass.size()))
+            << isa_name(isa) << ": block mass differs with " << threads << " threads";
+      }
+    }
+  }
+}
+
 // A prompt prefilled at once, in chunks of other sizes, or token by token: the same bits.
 TEST_P(PagedAttentionOpsTest, PrefillChunkingDoesNotChangeBits) {
   const Shape shape = GetParam();

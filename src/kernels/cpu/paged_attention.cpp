@@ -23,6 +23,7 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
          kv_dtype_supports(a.dtypes.v, a.head_dim_v));
   assert(a.k_scales != nullptr || kv_tile_scale_bytes(a.dtypes.k, a.block_size, a.head_dim_k) == 0);
   assert(a.v_scales != nullptr || kv_tile_scale_bytes(a.dtypes.v, a.block_size, a.head_dim_v) == 0);
+  assert(a.scores == nullptr || a.scores_stride >= a.n_kv);
   kt.paged_attention(a);
 }
 
@@ -58,6 +59,7 @@ void paged_attention(const PagedAttentionArgs& a) {
         s[j] = dot * a.scale;
         tile_max = std::max(tile_max, s[j]);
       }
+      if (a.scores != nullptr) std::copy(s, s + n, a.scores + g * a.scores_stride + t0);
       const float m_new = std::max(m, tile_max);
       const float alpha = std::exp(m - m_new);
       float sum = 0.0f;

@@ -65,6 +65,12 @@ struct PagedAttentionArgs {
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
   float scale = 1.0f;
+
+  // Optional (null: not wanted): each head's raw scores s_j = (q · k_j) * scale, j in
+  // [0, n_kv), to scores[g * scores_stride + j], so a caller can tell which tokens the query
+  // attended to (attention-mass tracking for KV eviction, engine/kv_heavy.h).
+  float* scores = nullptr;
+  int64_t scores_stride = 0;  // >= n_kv when scores is set
 };
 
 // Checks the arguments, then runs kt's kernel. Allocates nothing (the state is on the stack).

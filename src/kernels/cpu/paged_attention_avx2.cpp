@@ -226,9 +226,14 @@ void tile_values_all(const Tile& t, const float (*p)[kPagedTile], const float* a
 }
 
 template <KVDType DK, KVDType DV, int G>
-void tile_step(const Tile& t, const PagedAttentionArgs& a, int32_t g0, float (*s)[kPagedTile],
-               float* m, float* l, float* acc) {
+void tile_step(const Tile& t, const PagedAttentionArgs& a, int64_t t0, int32_t g0,
+               float (*s)[kPagedTile], float* m, float* l, float* acc) {
   tile_scores<DK, G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
+  if (a.scores != nullptr) {
+    for (int g = 0; g < G; ++g) {
+      std::copy(s[g0 + g], s[g0 + g] + t.n, a.scores + (g0 + g) * a.scores_stride + t0);
+    }
+  }
   float alpha[G];
   for (int g = 0; g < G; ++g) alpha[g] = softmax_step(s[g0 + g], t.n8, m[g0 + g], l[g0 + g]);
   tile_values_all<DV, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
@@ -340,16 +345,16 @@ void paged_attention_as(const PagedAttentionArgs& a_in) {
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:
-          tile_step<DK, DV, 1>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 1>(t, a, t0, g0, s, m, l, acc);
           break;
         case 2:
-          tile_step<DK, DV, 2>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 2>(t, a, t0, g0, s, m, l, acc);
           break;
         case 3:
-          tile_step<DK, DV, 3>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 3>(t, a, t0, g0, s, m, l, acc);
           break;
         default:
-          tile_step<DK, DV, 4>(t, a, g0, s, m, l, acc);
+          tile_step<DK, DV, 4>(t, a, t0, g0, s, m, l, acc);
           break;
       }
     }

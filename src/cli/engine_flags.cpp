@@ -36,7 +36,7 @@ size_t parse_size(const char* flag, const std::string& text) {
 // validate() names options by their field ("block_size must be ..."); users know the flag.
 std::string name_flag(const std::string& problem) {
   for (const char* field : {"block_size", "max_batched_tokens", "max_seqs", "max_model_len",
-                            "lpm_max_bypass", "kv_window", "kv_sink"}) {
+                            "lpm_max_bypass", "kv_window", "kv_sink", "kv_heavy"}) {
     const std::string prefix = std::string(field) + " ";
     if (problem.starts_with(prefix)) {
       std::string flag = "--" + std::string(field);
@@ -118,6 +118,10 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-sink", kv_sink,
                  "with --kv-window: leading tokens always kept (attention sinks; whole blocks)")
       ->capture_default_str();
+  cmd.add_option("--kv-heavy", kv_heavy,
+                 "with --kv-window: this many of the window's tokens (whole blocks) are kept for "
+                 "the attention they received, not their age (H2O heavy hitters); 0 = off")
+      ->capture_default_str();
   cmd.add_option("--lpm-max-bypass", lpm_max_bypass,
                  "with --schedule-policy lpm: a request overtaken this many times goes first")
       ->capture_default_str();
@@ -166,6 +170,7 @@ EngineOptions EngineFlags::engine_options() const {
   opts.lpm_max_bypass = lpm_max_bypass;
   opts.kv_window = kv_window;
   opts.kv_sink = kv_sink;
+  opts.kv_heavy = kv_heavy;
   if (!swap_space.empty()) {
     if (opts.preemption != PreemptionMode::Swap) {
       throw Error("--swap-space is used only with --preemption swap");
@@ -254,6 +259,10 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
         "KV window: {} sink tokens + the last {} tokens per sequence (positions in the cache); "
         "sequences may grow past max model len\n",
         (opts.kv_sink + kv.block_size() - 1) / kv.block_size() * kv.block_size(), opts.kv_window);
+    if (opts.kv_heavy > 0) {
+      out += fmt::format("KV heavy hitters: {} of the window's tokens kept by attention received\n",
+                         opts.kv_heavy / kv.block_size() * kv.block_size());
+    }
   }
   return out;
 }

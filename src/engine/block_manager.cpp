@@ -173,6 +173,7 @@ void BlockManager::drop_lock(Sequence& seq) {
 void BlockManager::free(Sequence& seq) {
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
+  seq.block_mass.clear();
   drop_lock(seq);
   drop_swapped(seq);
 }
@@ -214,6 +215,7 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
   assert(child.block_table.empty());
   for (int32_t b : parent.block_table) kv_.pool().retain(b);
   child.block_table = parent.block_table;
+  child.block_mass = parent.block_mass;
   // The child uses the parent's cached blocks too: it holds its own lock on them.
   if (parent.cache_node != nullptr) prefix_->lock(parent.cache_node);
   child.cache_node = parent.cache_node;

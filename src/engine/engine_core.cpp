@@ -47,7 +47,8 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, const EngineOpt
       kv_(make_cache(model, opts)),
       blocks_(kv_, opts.prefix_caching, opts.kv_tiers),
       scheduler_(opts_, blocks_),
-      runner_(model, opts.max_batched_tokens, opts.max_seqs) {
+      runner_(model, opts.max_batched_tokens, opts.max_seqs,
+              /*track_attention=*/opts.kv_window > 0 && opts.kv_heavy > 0) {
   const HParams& hp = model.hparams();
   if (model.max_batch_tokens() < opts.max_batched_tokens) {
     throw Error("engine: max_batched_tokens " + std::to_string(opts.max_batched_tokens) +
@@ -67,7 +68,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, const EngineOpt
       std::min<int64_t>(opts.max_model_len > 0 ? opts.max_model_len : hp.n_ctx_train, pool_tokens));
   if (max_model_len_ < 2) throw Error("engine: the KV pool holds fewer than 2 tokens");
   if (opts.kv_window > 0) {
-    window_.emplace(opts.kv_window, opts.kv_sink, opts.block_size);
+    window_.emplace(opts.kv_window, opts.kv_sink, opts.block_size, opts.kv_heavy);
     // Cache positions never pass what one sequence's cache can hold; they must stay inside
     // the trained context, and one such sequence must fit in the pool.
     const int64_t cap = window_->max_cache_tokens(opts.max_batched_tokens);

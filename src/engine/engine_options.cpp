@@ -20,6 +20,9 @@ std::optional<std::string> validate(const EngineOptions& o) {
   if (o.kv_window != 0) {
     if (auto e = range("kv_window", o.kv_window, o.block_size, 1 << 24)) return e;
     if (auto e = range("kv_sink", o.kv_sink, 0, 1 << 20)) return e;
+    if (auto e = range("kv_heavy", o.kv_heavy, 0, o.kv_window - o.block_size)) return e;
+  } else if (o.kv_heavy != 0) {
+    return std::string("kv_heavy needs kv_window");
   }
   const KVTierOptions& t = o.kv_tiers;
   if (t.any() && !o.prefix_caching) {

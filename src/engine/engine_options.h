@@ -63,6 +63,9 @@ struct EngineOptions {
   // last kv_window of each sequence, so prompts and generations may exceed the context.
   int32_t kv_window = 0;
   int32_t kv_sink = 4;
+  // With kv_window: > 0 keeps this many of the window's tokens (whole blocks) for the
+  // attention they received instead of their age (heavy hitters, engine/kv_heavy.h).
+  int32_t kv_heavy = 0;
   static constexpr size_t kLpmMaxWaiting = 128;
 };
 

@@ -7,8 +7,9 @@
 
 namespace tokamak {
 
-ModelRunner::ModelRunner(Model& model, int32_t max_batched_tokens, int32_t max_seqs)
-    : model_(model), n_vocab_(model.hparams().n_vocab) {
+ModelRunner::ModelRunner(Model& model, int32_t max_batched_tokens, int32_t max_seqs,
+                         bool track_attention)
+    : model_(model), n_vocab_(model.hparams().n_vocab), track_attention_(track_attention) {
   const auto t = static_cast<size_t>(max_batched_tokens);
   const auto s = static_cast<size_t>(max_seqs);
   tokens_.resize(t);
@@ -26,7 +27,7 @@ std::span<float> ModelRunner::execute(const StepPlan& plan, PagedKVCache& kv) {
   logit_rows_.clear();
   int32_t row = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    const Sequence& seq = *s.seq;
+    Sequence& seq = *s.seq;
     const int32_t start = seq.n_computed;
     for (int32_t i = 0; i < s.n_tokens; ++i) {
       const int32_t pos = start + i;
@@ -35,7 +36,12 @@ std::span<float> ModelRunner::execute(const StepPlan& plan, PagedKVCache& kv) {
       positions_[r] = pos;
       slots_[r] = int64_t{seq.block_table[static_cast<size_t>(pos / bs)]} * bs + pos % bs;
     }
-    seqs_.push_back({row, s.n_tokens, start + s.n_tokens, seq.block_table.data()});
+    float* mass = nullptr;
+    if (track_attention_) {
+      seq.block_mass.resize(seq.block_table.size(), 0.0f);
+      mass = seq.block_mass.data();
+    }
+    seqs_.push_back({row, s.n_tokens, start + s.n_tokens, seq.block_table.data(), mass});
     row += s.n_tokens;
     if (s.sample) logit_rows_.push_back(row - 1);
   }

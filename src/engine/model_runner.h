@@ -17,7 +17,10 @@ class PagedKVCache;
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, int32_t max_batched_tokens, int32_t max_seqs);
+  // track_attention: every forward adds its softmax weights per block to each scheduled
+  // sequence's Sequence::block_mass (heavy-hitter eviction, engine/kv_heavy.h).
+  ModelRunner(Model& model, int32_t max_batched_tokens, int32_t max_seqs,
+              bool track_attention = false);
 
   // Runs `plan` (non-empty). Row i of the result is the logits of the i-th sampled entry
   // of plan.seqs, in plan order; valid until the next execute().
@@ -30,6 +33,7 @@ class ModelRunner {
  private:
   Model& model_;
   int32_t n_vocab_;
+  bool track_attention_;
   std::vector<int32_t> tokens_;     // (max_batched_tokens)
   std::vector<int32_t> positions_;  // (max_batched_tokens)
   std::vector<int64_t> slots_;      // (max_batched_tokens)

@@ -38,6 +38,11 @@ struct Sequence {
   // `tokens` with them, so that `tokens` is always what the cache holds (then what is to be
   // computed) and a token's index there is its position. 0 without a window.
   int32_t n_evicted = 0;
+  // Heavy-hitter eviction (engine/kv_heavy.h): per block-table entry, the softmax weight its
+  // tokens received, summed over every query, head and layer since it was computed. Empty
+  // unless the window tracks attention; entries follow the table (ModelRunner grows it,
+  // the window erases what it drops, BlockManager::free clears it).
+  std::vector<float> block_mass;
 
   // Swap preemption: the K/V of the blocks it had, in host memory.
   std::vector<uint8_t> swapped_kv;

@@ -39,7 +39,7 @@ struct PerplexityFlags {
   int32_t kv_window = 0;  // > 0: the streaming mode, through a sliding KV window
   int32_t kv_sink = 4;    // the serving engine's default
   bool stream = false;    // the streaming mode (with a full cache unless --kv-window)
-  int32_t chunk = 0;      // 0 = the block size
+  int32_t chunk = 0;      // when --chunk is not given: the block size
   int64_t max_tokens = 0;
   std::string kv_dtype = "f16";
   int threads = 0;
@@ -53,8 +53,9 @@ struct PerplexityFlags {
 
 // Tokens per KV block in both modes.
 const int32_t kBlockSize = PerplexityOptions{}.block_size;
-// Largest --kv-window and --kv-sink taken (as `tokamak serve` takes).
+// Largest --kv-window and --kv-sink taken (as `tokamak serve` takes them: engine_options).
 constexpr int32_t kMaxWindow = 1 << 24;
+constexpr int32_t kMaxSink = 1 << 20;
 
 // What the flags ask for.
 struct PerplexityPlan {
@@ -87,8 +88,8 @@ void check_stream_flags(const PerplexityFlags& f, bool stream) {
   if (f.sink_given && f.kv_window == 0) {
     throw Error("--kv-sink needs --kv-window N (the sink is what the window always keeps)");
   }
-  if (f.kv_sink < 0 || f.kv_sink > kMaxWindow) {
-    throw Error(fmt::format("--kv-sink must be in [0, {}], got {}", kMaxWindow, f.kv_sink));
+  if (f.kv_sink < 0 || f.kv_sink > kMaxSink) {
+    throw Error(fmt::format("--kv-sink must be in [0, {}], got {}", kMaxSink, f.kv_sink));
   }
   if (f.chunk_given && !stream) {
     throw Error("--chunk applies to the streaming mode only (--kv-window N or --stream)");

@@ -28,13 +28,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kv_eviction.h"
+
 namespace tokamak {
 
 class BlockManager;
 class Model;
 struct Sequence;
 
-class KVWindow {
+class KVWindow final : public KVEvictionPolicy {
  public:
   // window >= block_size tokens; sink >= 0 tokens (kept in whole blocks: rounded up); heavy
   // in [0, window - block_size] tokens (kept in whole blocks: rounded down; 0 = off).
@@ -47,7 +49,7 @@ class KVWindow {
   bool tracks_attention() const { return heavy_blocks_ > 0; }
   // Most tokens a sequence's cache holds before a step of at most `step_tokens` tokens is
   // computed: the sink, the window, a partly filled block, and the step.
-  int64_t max_cache_tokens(int32_t step_tokens) const {
+  int64_t max_cache_tokens(int32_t step_tokens) const override {
     return int64_t{sink_tokens()} + window_ + block_size_ + step_tokens;
   }
 
@@ -55,6 +57,10 @@ class KVWindow {
   // after them: the oldest, or with `heavy` the least attended. Returns the tokens dropped
   // (0: nothing to drop, or no block to copy a shared one into).
   int32_t slide(Sequence& seq, BlockManager& blocks, Model& model) const;
+  // The eviction of a window is its slide.
+  int32_t evict(Sequence& seq, BlockManager& blocks, Model& model) override {
+    return slide(seq, blocks, model);
+  }
 
  private:
   int32_t window_;

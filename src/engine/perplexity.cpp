@@ -15,15 +15,6 @@
 namespace tokamak {
 namespace {
 
-// -log softmax(logits)[target], in double with the max subtracted so that no exp overflows
-// whatever the logits' range.
-double token_nll(std::span<const float> logits, int32_t target) {
-  const double max = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
-  return std::log(sum) - (static_cast<double>(logits[static_cast<size_t>(target)]) - max);
-}
-
 void check_inputs(const Model& model, std::span<const int32_t> tokens,
                   const PerplexityOptions& opts) {
   if (opts.ctx < 2) {
@@ -46,11 +37,23 @@ void check_inputs(const Model& model, std::span<const int32_t> tokens,
     throw Error(fmt::format("perplexity: ctx {} is past the model's training context of {} tokens",
                             opts.ctx, n_ctx_train));
   }
+  check_perplexity_tokens(model, tokens);
+}
+
+}  // namespace
+
+double token_nll(std::span<const float> logits, int32_t target) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  return std::log(sum) - (static_cast<double>(logits[static_cast<size_t>(target)]) - max);
+}
+
+void check_perplexity_tokens(const Model& model, std::span<const int32_t> tokens) {
   if (tokens.size() < 2) {
     throw Error(fmt::format(
         "perplexity: the text has {} token(s); at least 2 are needed to score one", tokens.size()));
   }
-  // Scored tokens index the logits; the forward checks only the tokens it runs.
   const int32_t n_vocab = model.hparams().n_vocab;
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) {
@@ -59,8 +62,6 @@ void check_inputs(const Model& model, std::span<const int32_t> tokens,
     }
   }
 }
-
-}  // namespace
 
 std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int32_t ctx, int32_t stride) {
   assert(n_tokens >= 2 && ctx >= 2 && stride >= 1 && stride <= ctx);

@@ -19,7 +19,9 @@
 // stride < ctx the windows and scores are Hugging Face's.
 //
 // The windows go through the serving engine's forward (RaggedBatch over a PagedKVCache), so
-// the KV dtype chosen for the cache is the one being judged.
+// the KV dtype chosen for the cache is the one being judged. The other mode, one stream
+// through a cache that an eviction policy bounds (the sliding KV window), is in
+// engine/perplexity_stream.h.
 
 #include <cstdint>
 #include <functional>
@@ -59,19 +61,24 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-  int64_t n_tokens = 0;  // tokens of the text used
-  int64_t n_windows = 0;
+  int64_t n_tokens = 0;     // tokens of the text used
+  int64_t n_windows = 0;    // fixed windows; 0 in the streaming mode
   int64_t n_scored = 0;     // n_tokens - 1
   int64_t n_evaluated = 0;  // tokens run through the model, window overlaps counted again
   double nll_sum = 0;       // nats, over the scored tokens
-  double seconds = 0;       // wall time of the forwards and the scoring
+  double seconds = 0;       // wall time of the forwards and the scoring (and evictions)
+  // Streaming mode only (engine/perplexity_stream.h).
+  int64_t n_chunks = 0;           // forwards of at most `chunk` tokens
+  int64_t n_evicted = 0;          // tokens the eviction policy dropped from the cache
+  int32_t peak_cache_blocks = 0;  // most KV blocks the stream's sequence held at once
 
   double mean_nll() const;
   double perplexity() const;
   double tokens_per_s() const;  // n_evaluated / seconds
 };
 
-// Called after every window with the windows done so far and the result until then.
+// Called after every window (chunk, in the streaming mode) with the windows (chunks) done
+// so far and the result until then.
 using PerplexityProgress = std::function<void(int64_t windows_done, const PerplexityResult&)>;
 
 // Runs every window of `tokens` through model.forward(RaggedBatch, PagedKVCache&), in calls
@@ -83,5 +90,12 @@ using PerplexityProgress = std::function<void(int64_t windows_done, const Perple
 PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> tokens,
                                     const PerplexityOptions& opts,
                                     const PerplexityProgress& progress = {});
+
+// Shared by both modes. -log softmax(logits)[target], in double with the max subtracted so
+// that no exp overflows whatever the logits' range; target in [0, logits.size()).
+double token_nll(std::span<const float> logits, int32_t target);
+// Throws Error unless there are at least 2 tokens, all inside the model's vocabulary (scored
+// tokens index the logits; the forward checks only the tokens it runs).
+void check_perplexity_tokens(const Model& model, std::span<const int32_t> tokens);
 
 }  // namespace tokamak

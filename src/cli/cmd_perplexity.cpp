@@ -38,6 +38,7 @@ struct PerplexityFlags {
   int32_t stride = 0;     // 0 = ctx / 2
   int32_t kv_window = 0;  // > 0: the streaming mode, through a sliding KV window
   int32_t kv_sink = 4;    // the serving engine's default
+  int32_t kv_heavy = 0;   // with a window: tokens kept by attention received (H2O)
   bool stream = false;    // the streaming mode (with a full cache unless --kv-window)
   int32_t chunk = 0;      // when --chunk is not given: the block size
   int64_t max_tokens = 0;
@@ -64,6 +65,7 @@ struct PerplexityPlan {
   StreamPerplexityOptions opts;  // the streaming mode
   int32_t kv_window = 0;         // streaming: 0 = a full cache
   int32_t kv_sink = 0;           // streaming with a window: tokens asked for
+  int32_t kv_heavy = 0;          // streaming with a window: heavy-hitter tokens
 };
 
 std::string read_text(const std::string& path) {
@@ -90,6 +92,14 @@ void check_stream_flags(const PerplexityFlags& f, bool stream) {
   }
   if (f.kv_sink < 0 || f.kv_sink > kMaxSink) {
     throw Error(fmt::format("--kv-sink must be in [0, {}], got {}", kMaxSink, f.kv_sink));
+  }
+  if (f.kv_heavy != 0 && f.kv_window == 0) {
+    throw Error("--kv-heavy needs --kv-window N (heavy hitters are part of the window)");
+  }
+  if (f.kv_heavy < 0 || (f.kv_window > 0 && f.kv_heavy > f.kv_window - kBlockSize)) {
+    throw Error(fmt::format(
+        "--kv-heavy must be in [0, --kv-window - {}] (a recent block stays), got {}", kBlockSize,
+        f.kv_heavy));
   }
   if (f.chunk_given && !stream) {
     throw Error("--chunk applies to the streaming mode only (--kv-window N or --stream)");
@@ -134,6 +144,7 @@ PerplexityPlan perplexity_plan(const PerplexityFlags& f) {
                .kv_dtype = *dtype},
       .kv_window = f.kv_window,
       .kv_sink = f.kv_sink,
+      .kv_heavy = f.kv_heavy,
   };
 }
 
@@ -145,7 +156,11 @@ std::string mode_line(const PerplexityPlan& p, const KVWindow* window) {
                        p.windows.resolved_stride());
   }
   if (window == nullptr) return fmt::format("stream, full cache, chunk {}", p.opts.chunk);
-  return fmt::format("stream, KV window {} + sink {} tokens, chunk {}", window->window(),
+  const std::string heavy =
+      window->heavy_tokens() > 0
+          ? fmt::format(" ({} of them heavy hitters)", window->heavy_tokens())
+          : std::string();
+  return fmt::format("stream, KV window {}{} + sink {} tokens, chunk {}", window->window(), heavy,
                      window->sink_tokens(), p.opts.chunk);
 }
 
@@ -153,7 +168,7 @@ void run(const PerplexityFlags& f) {
   const PerplexityPlan plan = perplexity_plan(f);
   const PerplexityOptions& opts = plan.windows;
   std::optional<KVWindow> window;
-  if (plan.kv_window > 0) window.emplace(plan.kv_window, plan.kv_sink, kBlockSize);
+  if (plan.kv_window > 0) window.emplace(plan.kv_window, plan.kv_sink, kBlockSize, plan.kv_heavy);
   const std::string mode = mode_line(plan, window ? &*window : nullptr);
   const std::string text = read_text(f.text_file);
   const std::string model_path = f.model.empty() ? default_model_path() : f.model;
@@ -239,6 +254,7 @@ void run(const PerplexityFlags& f) {
     doc["kv_window"] = plan.kv_window;
     doc["kv_sink"] = window ? plan.kv_sink : 0;
     doc["kv_sink_tokens"] = window ? window->sink_tokens() : 0;  // in whole blocks
+    doc["kv_heavy_tokens"] = window ? window->heavy_tokens() : 0;  // in whole blocks
     doc["chunk"] = plan.opts.chunk;
     doc["chunks"] = r.n_chunks;
     doc["block_size"] = kBlockSize;
@@ -282,6 +298,10 @@ void add_perplexity_command(CLI::App& app) {
                       "with --kv-window: leading tokens always kept (attention sinks; whole "
                       "blocks)")
           ->capture_default_str();
+  cmd->add_option("--kv-heavy", f->kv_heavy,
+                  "with --kv-window: this many of the window's tokens (whole blocks) are kept for "
+                  "the attention they received, not their age (H2O heavy hitters)")
+      ->capture_default_str();
   cmd->add_flag("--stream", f->stream,
                 "streaming mode with a full cache (no eviction; the text must fit the "
                 "model's context): the baseline of --kv-window");

@@ -13,11 +13,11 @@
 // positions (Model::shift_kv_positions). Kept blocks that other sequences share are copied
 // before their keys move (BlockManager::make_block_exclusive).
 //
-// KVWindow drops the oldest blocks after an attention sink (StreamingLLM). Another policy can
-// drop the blocks attention used least (H2O); what it needs to know of attention is not
-// reported by the forward yet, and would come as another slot here. tokamak perplexity
-// --kv-window runs a policy over a text to measure what it costs in quality
-// (engine/perplexity_stream.h).
+// KVWindow drops the oldest blocks after an attention sink (StreamingLLM), or, with heavy
+// hitters, the blocks attention used least (H2O, engine/kv_heavy.h): such a policy asks
+// every forward to add the attention each block received to Sequence::block_mass
+// (tracks_attention). tokamak perplexity --kv-window runs a policy over a text to measure
+// what it costs in quality (engine/perplexity_stream.h).
 
 #include <cstdint>
 
@@ -40,6 +40,10 @@ class KVEvictionPolicy {
   // dropped: 0 when nothing needs to go, or when it cannot go now (no block to copy a
   // shared one into); a later call tries again.
   virtual int32_t evict(Sequence& seq, BlockManager& blocks, Model& model) = 0;
+
+  // Whether evict() reads Sequence::block_mass, which every forward must then keep up to
+  // date (SeqAttention::block_mass).
+  virtual bool tracks_attention() const { return false; }
 };
 
 }  // namespace tokamak

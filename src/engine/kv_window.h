@@ -46,7 +46,7 @@ class KVWindow final : public KVEvictionPolicy {
   int32_t sink_tokens() const { return sink_blocks_ * block_size_; }
   int32_t heavy_tokens() const { return heavy_blocks_ * block_size_; }
   // Whether slide() needs Sequence::block_mass kept up to date by every attention call.
-  bool tracks_attention() const { return heavy_blocks_ > 0; }
+  bool tracks_attention() const override { return heavy_blocks_ > 0; }
   // Most tokens a sequence's cache holds before a step of at most `step_tokens` tokens is
   // computed: the sink, the window, a partly filled block, and the step.
   int64_t max_cache_tokens(int32_t step_tokens) const override {

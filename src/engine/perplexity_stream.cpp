@@ -114,10 +114,16 @@ PerplexityResult compute_stream_perplexity(Model& model, std::span<const int32_t
           int64_t{seq.block_table[static_cast<size_t>(pos / bs)]} * bs + pos % bs;
       if (begin + i + 1 < n_tokens) logit_rows.push_back(i);
     }
+    float* mass = nullptr;
+    if (policy != nullptr && policy->tracks_attention()) {
+      seq.block_mass.resize(seq.block_table.size(), 0.0f);
+      mass = seq.block_mass.data();
+    }
     const SeqAttention att{.query_start = 0,
                            .n_query = n,
                            .context_len = seq.n_computed + n,
-                           .block_table = seq.block_table.data()};
+                           .block_table = seq.block_table.data(),
+                           .block_mass = mass};
     const std::span<float> out = std::span(logits).first(logit_rows.size() * n_vocab);
     model.forward(
         RaggedBatch{

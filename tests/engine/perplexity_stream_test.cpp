@@ -51,16 +51,19 @@ class RecordingPolicy final : public KVEvictionPolicy {
     int32_t blocks;             // held, before
     int32_t dropped = 0;        // by this call
     int32_t kept_computed = 0;  // after
+    double mass = 0;            // Σ Sequence::block_mass, before
   };
   explicit RecordingPolicy(KVWindow window) : window_(window) {}
   int64_t max_cache_tokens(int32_t step_tokens) const override {
     return window_.max_cache_tokens(step_tokens);
   }
+  bool tracks_attention() const override { return window_.tracks_attention(); }
   int32_t evict(Sequence& seq, BlockManager& blocks, Model& model) override {
     Call c{.n_computed = seq.n_computed,
            .n_evicted = seq.n_evicted,
            .n_tokens = seq.num_tokens(),
            .blocks = static_cast<int32_t>(seq.block_table.size())};
+    for (float m : seq.block_mass) c.mass += m;
     c.dropped = window_.evict(seq, blocks, model);
     c.kept_computed = seq.n_computed;
     calls.push_back(c);
@@ -181,6 +184,29 @@ TEST_F(StreamPerplexityTest, SameAsTheFullCacheUntilTheFirstEviction) {
   KVWindow no_sink(48, 0, 16);
   const std::vector<double> sinkless = sums(&no_sink);
   EXPECT_NE(sinkless.back(), slid.back());
+}
+
+// Heavy hitters (engine/kv_heavy.h): the stream tracks attention for the policy, keeps the
+// same cache bound and evictions, and scores differently from the plain window once blocks
+// are chosen by attention; the same every time.
+TEST_F(StreamPerplexityTest, HeavyHittersTrackAttentionWithinTheSameBound) {
+  const auto tokens = text(5, 400);
+  KVWindow plain(64, 4, 16);
+  RecordingPolicy heavy(KVWindow(64, 4, 16, /*heavy=*/32));
+  ASSERT_TRUE(heavy.tracks_attention());
+  const PerplexityResult a = compute_stream_perplexity(model(), tokens, {}, &plain);
+  const PerplexityResult b = compute_stream_perplexity(model(), tokens, {}, &heavy);
+  EXPECT_EQ(b.n_scored, 399);
+  EXPECT_EQ(b.n_evicted, a.n_evicted);
+  EXPECT_EQ(b.peak_cache_blocks, a.peak_cache_blocks);
+  EXPECT_NE(b.nll_sum, a.nll_sum) << "heavy hitters chose the oldest blocks every time";
+  // Before the second chunk, the first one's 16 queries x heads x layers of weight, all of
+  // it on the blocks then held.
+  const HParams& hp = model().hparams();
+  ASSERT_GE(heavy.calls.size(), 2u);
+  EXPECT_NEAR(heavy.calls[1].mass, 16.0 * hp.n_head * hp.n_layer, 1e-2);
+  KVWindow again(64, 4, 16, 32);
+  EXPECT_EQ(compute_stream_perplexity(model(), tokens, {}, &again).nll_sum, b.nll_sum);
 }
 
 TEST_F(StreamPerplexityTest, QuantizedKeysAreShiftedToo) {

@@ -396,6 +396,8 @@ void paged_attention(const PagedAttentionArgs& a) {
         return paged_attention_as<K::Fp8, K::Fp8>(a);
       case K::Q4:
         return paged_attention_as<K::Q4, K::Q4>(a);
+      case K::Q4C:  // not decoded here yet: the scalar kernel
+        break;
     }
   }
   if (d == KVDTypes(K::F16, K::Int8)) return paged_attention_as<K::F16, K::Int8>(a);

@@ -146,16 +146,16 @@ struct AttnShape {
 constexpr AttnShape kAttnShapes[] = {{"smol:9q-3kv", 9, 3}, {"1b:32q-8kv", 32, 8}};
 constexpr int32_t kContexts[] = {512, 2048, 8192};
 
-// One decode query (all heads) of one sequence over `ctx` cached tokens in KV dtype `dtype`.
+// One decode query (all heads) of one sequence over `ctx` cached tokens in KV dtypes `dtypes`.
 // The pool holds as many sequences' worth of blocks as the footprint needs, in a random block
 // order (a cache that has been in use), and each iteration attends over the next sequence's
 // block table.
-void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDType dtype, AttnShape shape,
+void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtypes, AttnShape shape,
                         int32_t ctx, int threads) {
   Ops& ops = bc->ops(threads, 1, 1);
   const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
   PagedKVView kv;
-  kv.dtypes = dtype;
+  kv.dtypes = dtypes;
   kv.block_size = kBlockSize;
   kv.n_head_kv = shape.n_head_kv;
   kv.head_dim_k = kv.head_dim_v = kHeadDim;
@@ -165,7 +165,9 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDType dtype
   const size_t n_seqs = std::max<size_t>(1, (bc->footprint() + seq_bytes - 1) / seq_bytes);
   kv.n_blocks = static_cast<int32_t>(n_seqs) * blocks_per_seq;
 
-  // Pools filled by repeating kPattern blocks written by the real encoder from random rows.
+  // Pools filled by repeating kPattern blocks written by the real encoder from random rows, a
+  // tile at a time (q4c keys can only be written so; the other dtypes get the same bytes as
+  // row by row).
   const size_t nb = static_cast<size_t>(kv.n_blocks);
   AlignedBuffer<uint8_t> k(kv.k_block_stride() * nb);
   AlignedBuffer<uint8_t> v(kv.v_block_stride() * nb);
@@ -177,18 +179,19 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDType dtype
   kv.v_scales = vs.data();
   constexpr int32_t kPattern = 64;
   {
-    std::vector<float> row(kHeadDim);
+    std::vector<float> k_rows(kBlockSize * kHeadDim);  // (kBlockSize, kHeadDim)
+    std::vector<float> v_rows(kBlockSize * kHeadDim);
     uint64_t seed = 11;
     for (int32_t b = 0; b < std::min(kPattern, kv.n_blocks); ++b) {
       for (int32_t h = 0; h < kv.n_head_kv; ++h) {
         for (int32_t r = 0; r < kBlockSize; ++r) {
-          fill_random(row.data(), row.size(), seed++);
-          cpu::kv_write_row(dtype, row.data(), kHeadDim, kv.k_tile(b, h), kv.k_tile_scales(b, h),
-                            r);
-          fill_random(row.data(), row.size(), seed++);
-          cpu::kv_write_row(dtype, row.data(), kHeadDim, kv.v_tile(b, h), kv.v_tile_scales(b, h),
-                            r);
+          fill_random(k_rows.data() + r * kHeadDim, kHeadDim, seed++);
+          fill_random(v_rows.data() + r * kHeadDim, kHeadDim, seed++);
         }
+        cpu::kv_write_tile(dtypes.k, k_rows.data(), kBlockSize, kHeadDim, kv.k_tile(b, h),
+                           kv.k_tile_scales(b, h));
+        cpu::kv_write_tile(dtypes.v, v_rows.data(), kBlockSize, kHeadDim, kv.v_tile(b, h),
+                           kv.v_tile_scales(b, h));
       }
     }
     for (int32_t b = kPattern; b < kv.n_blocks; ++b) {
@@ -316,12 +319,15 @@ void register_all(BenchContext* ctx) {
     }
   }
   // The other KV dtypes, at one context: the cost of decoding in registers against the bytes
-  // saved.
-  for (KVDType dtype : {KVDType::BF16, KVDType::F32, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
+  // saved. q4c keys (per-channel, for cold blocks) beside q4 and f16 values, in one pool.
+  for (KVDTypes dtype :
+       {KVDTypes(KVDType::BF16), KVDTypes(KVDType::F32), KVDTypes(KVDType::Int8),
+        KVDTypes(KVDType::Fp8), KVDTypes(KVDType::Q4), KVDTypes(KVDType::Q4C, KVDType::Q4),
+        KVDTypes(KVDType::Q4C, KVDType::F16)}) {
     for (const AttnShape& shape : kAttnShapes) {
       for (int t : kThreadCounts) {
-        const std::string name = "paged_attention_kv/" + std::string(kv_dtype_name(dtype)) + "/" +
-                                 shape.name + "/ctx:2048/t:" + std::to_string(t);
+        const std::string name = "paged_attention_kv/" + kv_dtypes_name(dtype) + "/" + shape.name +
+                                 "/ctx:2048/t:" + std::to_string(t);
         tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, dtype, shape, 2048,
                                           t));
       }

@@ -7,7 +7,8 @@
 namespace tokamak {
 namespace {
 
-constexpr std::array<std::string_view, 6> kNames = {"f16", "bf16", "f32", "int8", "fp8", "q4"};
+constexpr std::array<std::string_view, 7> kNames = {"f16", "bf16", "f32", "int8",
+                                                    "fp8", "q4",   "q4c"};
 
 }  // namespace
 
@@ -17,6 +18,7 @@ std::string_view kv_dtype_name(KVDType dtype) {
 
 std::optional<KVDType> kv_dtype_from_name(std::string_view s) {
   for (size_t i = 0; i < kNames.size(); ++i) {
+    if (!kv_dtype_writes_rows(static_cast<KVDType>(i))) continue;  // not a --kv-dtype (q4c)
     const std::string_view name = kNames[i];
     if (name.size() != s.size()) continue;
     bool same = true;
@@ -49,8 +51,15 @@ std::string_view kv_dtype_choices() {
   return "f16|bf16|f32|int8|fp8|q4";
 }
 
+bool kv_dtype_writes_rows(KVDType dtype) {
+  return dtype != KVDType::Q4C;
+}
+
 bool kv_dtype_supports(KVDType dtype, int32_t head_dim) {
-  return head_dim > 0 && (dtype != KVDType::Q4 || head_dim % kKVQ4Group == 0);
+  if (head_dim <= 0) return false;
+  if (dtype == KVDType::Q4) return head_dim % kKVQ4Group == 0;
+  if (dtype == KVDType::Q4C) return head_dim % 8 == 0;
+  return true;
 }
 
 size_t kv_row_bytes(KVDType dtype, int32_t head_dim) {
@@ -66,6 +75,7 @@ size_t kv_row_bytes(KVDType dtype, int32_t head_dim) {
     case KVDType::Fp8:
       return n;
     case KVDType::Q4:
+    case KVDType::Q4C:
       return n / 2;
   }
   return 0;
@@ -79,6 +89,8 @@ size_t kv_tile_scale_bytes(KVDType dtype, int32_t block_size, int32_t head_dim) 
       return static_cast<size_t>(block_size) * 2;
     case KVDType::Q4:
       return static_cast<size_t>(block_size) * static_cast<size_t>(head_dim / kKVQ4Group) * 2;
+    case KVDType::Q4C:
+      return static_cast<size_t>(head_dim) * 4;  // d_c then m_c, f16 each
     default:
       return 0;
   }

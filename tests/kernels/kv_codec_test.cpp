@@ -1,10 +1,11 @@
-// KV row encoding (kernels/cpu/kv_codec.h): FP8 E4M3 conversions exhaustively, and the error
-// bounds and write-order rules of each KV dtype.
+// KV row encoding (kernels/cpu/kv_codec.h): FP8 E4M3 conversions exhaustively, the error
+// bounds and write-order rules of each KV dtype, and q4c's per-channel tiles.
 
 #include "kernels/cpu/kv_codec.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -123,6 +124,8 @@ TEST(KVCodec, RowsDecodeCloseToTheirInput) {
             bound = static_cast<float>(std::sqrt(norm) / 8.0 * std::sqrt(32.0) * 1.02);
             break;
           }
+          case KVDType::Q4C:  // not written by rows (KVCodecQ4C below)
+            break;
         }
         ASSERT_LE(std::fabs(got[i] - want), bound)
             << kv_dtype_name(c.dtype) << " row " << r << " element " << i;
@@ -175,6 +178,182 @@ TEST(KVCodec, Q4KeepsSmallValuesBesideAnOutlier) {
   // error of ~0.58 for values uniform in [-1, 1]).
   EXPECT_LT(std::sqrt(err / 32), 0.58 * 0.9);
   EXPECT_NEAR(got[7], 40.0f, 2.0f);
+}
+
+// ---- q4c: per-channel tiles (kv_write_tile) ----------------------------------------------
+
+float f16_at(const std::vector<uint8_t>& scales, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, scales.data() + 2 * i, 2);
+  return fp16_to_f32(h);
+}
+
+int code_at(const std::vector<uint8_t>& tile, int32_t hd, int32_t r, int32_t c) {
+  return (tile[static_cast<size_t>(r) * (hd / 2) + c / 2] >> (4 * (c & 1))) & 0xf;
+}
+
+// Keys as they look: per channel an offset (a few large ones) and a spread of its own.
+std::vector<float> key_like_rows(int32_t rows, int32_t hd, uint64_t seed) {
+  std::vector<float> x = random_floats(size_t(rows) * hd, seed, -1.0f, 1.0f);
+  for (int32_t c = 0; c < hd; ++c) {
+    const float offset = c % 13 == 5 ? 12.0f - c : 0.1f * static_cast<float>(c % 7);
+    const float spread = 0.05f + static_cast<float>(c % 5);
+    for (int32_t r = 0; r < rows; ++r)
+      x[size_t(r) * hd + c] = offset + spread * x[size_t(r) * hd + c];
+  }
+  return x;
+}
+
+// The stored scales are f16 of (max - min) / 15 and of min per channel; every code is the
+// rounded (x - m) / d, clamped; the decode is m + q * d exactly; the error is half a step
+// (plus what rounding d and m to f16 moved the ends by).
+TEST(KVCodecQ4C, TileCodesMatchTheirDefinition) {
+  for (const auto& [rows, hd] : {std::pair{16, 64}, std::pair{16, 128}, std::pair{1, 8},
+                                 std::pair{32, 96}, std::pair{5, 40}}) {
+    const auto x = key_like_rows(rows, hd, 7 + hd);
+    std::vector<uint8_t> tile(kv_row_bytes(KVDType::Q4C, hd) * rows);
+    std::vector<uint8_t> scales(kv_tile_scale_bytes(KVDType::Q4C, rows, hd));
+    kv_write_tile(KVDType::Q4C, x.data(), rows, hd, tile.data(), scales.data());
+    std::vector<float> got(hd);
+    for (int32_t c = 0; c < hd; ++c) {
+      float lo = INFINITY;
+      float hi = -INFINITY;
+      for (int32_t r = 0; r < rows; ++r) {
+        lo = std::min(lo, x[size_t(r) * hd + c]);
+        hi = std::max(hi, x[size_t(r) * hd + c]);
+      }
+      const float d = f16_at(scales, c);
+      const float m = f16_at(scales, hd + c);
+      ASSERT_EQ(d, fp16_to_f32(f32_to_fp16((hi - lo) / 15.0f))) << "channel " << c;
+      ASSERT_EQ(m, fp16_to_f32(f32_to_fp16(lo))) << "channel " << c;
+      for (int32_t r = 0; r < rows; ++r) {
+        const float want_q =
+            d == 0.0f ? 0.0f
+                      : std::clamp(std::nearbyint((x[size_t(r) * hd + c] - m) / d), 0.0f, 15.0f);
+        ASSERT_EQ(code_at(tile, hd, r, c), static_cast<int>(want_q)) << r << " " << c;
+      }
+    }
+    for (int32_t r = 0; r < rows; ++r) {
+      kv_decode_row(KVDType::Q4C, tile.data(), scales.data(), hd, r, got.data());
+      for (int32_t c = 0; c < hd; ++c) {
+        const float d = f16_at(scales, c);
+        const float m = f16_at(scales, hd + c);
+        const float want = m + static_cast<float>(code_at(tile, hd, r, c)) * d;
+        ASSERT_EQ(got[c], want) << "row " << r << " channel " << c;
+        // Half a step, plus how far the f16 rounding of d and m moved the grid's ends.
+        float lo = INFINITY;
+        for (int32_t i = 0; i < rows; ++i) lo = std::min(lo, x[size_t(i) * hd + c]);
+        float hi = -INFINITY;
+        for (int32_t i = 0; i < rows; ++i) hi = std::max(hi, x[size_t(i) * hd + c]);
+        const float bound = d / 2 + std::fabs(m - lo) + 15 * std::fabs(d - (hi - lo) / 15) +
+                            (std::fabs(want) + d) * 0x1p-20f;
+        ASSERT_LE(std::fabs(got[c] - x[size_t(r) * hd + c]), bound) << r << " " << c;
+      }
+    }
+  }
+}
+
+// Uniform values in a channel: the error is within half a step (the f16 terms above are
+// small beside it here), so the bound is what the format promises.
+TEST(KVCodecQ4C, ErrorIsHalfAStep) {
+  constexpr int32_t kRows = 16;
+  constexpr int32_t kHd = 64;
+  const auto x = random_floats(size_t(kRows) * kHd, 3, -2.0f, 2.0f);
+  std::vector<uint8_t> tile(kRows * kHd / 2);
+  std::vector<uint8_t> scales(4 * kHd);
+  kv_write_tile(KVDType::Q4C, x.data(), kRows, kHd, tile.data(), scales.data());
+  std::vector<float> got(kHd);
+  double worst = 0.0;
+  for (int32_t r = 0; r < kRows; ++r) {
+    kv_decode_row(KVDType::Q4C, tile.data(), scales.data(), kHd, r, got.data());
+    for (int32_t c = 0; c < kHd; ++c) {
+      const double step = f16_at(scales, c);
+      const double err = std::fabs(got[c] - x[r * kHd + c]) / step;
+      worst = std::max(worst, err);
+    }
+  }
+  EXPECT_LE(worst, 0.5 * 1.01);
+}
+
+// A channel with a huge, nearly constant offset (keys' outlier channels) leaves every other
+// channel's scales and codes exactly as they are without it; a constant channel decodes
+// exactly (no step: q = 0, x = m).
+TEST(KVCodecQ4C, ChannelsAreCodedApart) {
+  constexpr int32_t kRows = 16;
+  constexpr int32_t kHd = 64;
+  const auto plain = random_floats(size_t(kRows) * kHd, 11, -1.0f, 1.0f);
+  auto outlier = plain;
+  for (int32_t r = 0; r < kRows; ++r) {
+    outlier[r * kHd + 9] = 900.0f + plain[r * kHd + 9];  // huge offset, small spread
+    outlier[r * kHd + 20] = 3.25f;                       // constant, exact in f16
+    outlier[r * kHd + 21] = -0.1f;                       // constant, not exact in f16
+  }
+  std::vector<uint8_t> tile_a(kRows * kHd / 2), tile_b(kRows * kHd / 2);
+  std::vector<uint8_t> scales_a(4 * kHd), scales_b(4 * kHd);
+  kv_write_tile(KVDType::Q4C, plain.data(), kRows, kHd, tile_a.data(), scales_a.data());
+  kv_write_tile(KVDType::Q4C, outlier.data(), kRows, kHd, tile_b.data(), scales_b.data());
+  for (int32_t c = 0; c < kHd; ++c) {
+    if (c == 9 || c == 20 || c == 21) continue;
+    EXPECT_EQ(f16_at(scales_a, c), f16_at(scales_b, c)) << c;
+    EXPECT_EQ(f16_at(scales_a, kHd + c), f16_at(scales_b, kHd + c)) << c;
+    for (int32_t r = 0; r < kRows; ++r) {
+      EXPECT_EQ(code_at(tile_a, kHd, r, c), code_at(tile_b, kHd, r, c)) << r << " " << c;
+    }
+  }
+  std::vector<float> got(kHd);
+  for (int32_t r = 0; r < kRows; ++r) {
+    kv_decode_row(KVDType::Q4C, tile_b.data(), scales_b.data(), kHd, r, got.data());
+    EXPECT_EQ(got[20], 3.25f);
+    EXPECT_EQ(got[21], fp16_to_f32(f32_to_fp16(-0.1f)));
+    // The outlier channel has its own step: (spread 2) / 15, plus f16's half ulp at 900.
+    EXPECT_NEAR(got[9], outlier[r * kHd + 9], 2.0f / 15 / 2 + 0.25f + 0.01f);
+  }
+}
+
+// Writing a tile of n rows touches rows [0, n) and the 4 * head_dim scale bytes only.
+TEST(KVCodecQ4C, WritesOnlyItsRows) {
+  constexpr int32_t kBlock = 16;
+  constexpr int32_t kHd = 32;
+  const auto x = key_like_rows(7, kHd, 5);
+  std::vector<uint8_t> tile(kBlock * kHd / 2, 0xee);
+  std::vector<uint8_t> scales(4 * kHd + 8, 0xee);
+  kv_write_tile(KVDType::Q4C, x.data(), 7, kHd, tile.data(), scales.data());
+  for (size_t i = 7 * kHd / 2; i < tile.size(); ++i) ASSERT_EQ(tile[i], 0xee) << i;
+  for (size_t i = 4 * kHd; i < scales.size(); ++i) ASSERT_EQ(scales[i], 0xee) << i;
+  EXPECT_EQ(kv_tile_scale_bytes(KVDType::Q4C, 1, kHd), kv_tile_scale_bytes(KVDType::Q4C, 64, kHd));
+}
+
+// For the row-written dtypes a tile is its rows written one by one, and rows past n_rows are
+// left alone.
+TEST(KVCodecQ4C, TileOfRowDtypesIsItsRows) {
+  constexpr int32_t kHd = 64;
+  const auto x = random_floats(size_t(9) * kHd, 21, -3.0f, 3.0f);
+  for (KVDType dtype :
+       {KVDType::F16, KVDType::BF16, KVDType::F32, KVDType::Int8, KVDType::Fp8, KVDType::Q4}) {
+    const size_t rb = kv_row_bytes(dtype, kHd);
+    const size_t sb = kv_tile_scale_bytes(dtype, 16, kHd);
+    std::vector<uint8_t> tile_a(rb * 16, 0x5a), tile_b(rb * 16, 0x5a);
+    std::vector<uint8_t> scales_a(sb + 1, 0x5a), scales_b(sb + 1, 0x5a);
+    kv_write_tile(dtype, x.data(), 9, kHd, tile_a.data(), scales_a.data());
+    for (int32_t r = 0; r < 9; ++r) {
+      kv_write_row(dtype, x.data() + r * kHd, kHd, tile_b.data(), scales_b.data(), r);
+    }
+    EXPECT_EQ(tile_a, tile_b) << kv_dtype_name(dtype);
+    EXPECT_EQ(scales_a, scales_b) << kv_dtype_name(dtype);
+    for (size_t i = rb * 9; i < tile_a.size(); ++i) ASSERT_EQ(tile_a[i], 0x5a);
+  }
+}
+
+// kv_write_row cannot write a q4c row (its scales span the block): it asserts, and in a
+// release build writes nothing.
+TEST(KVCodecQ4C, RowWritesAreRefused) {
+  std::vector<uint8_t> tile(16 * 32, 0x77);
+  std::vector<uint8_t> scales(128, 0x77);
+  const auto x = random_floats(64, 1);
+  EXPECT_DEBUG_DEATH(kv_write_row(KVDType::Q4C, x.data(), 64, tile.data(), scales.data(), 3),
+                     "kv_write_tile");
+  for (uint8_t b : tile) ASSERT_EQ(b, 0x77);
+  for (uint8_t b : scales) ASSERT_EQ(b, 0x77);
 }
 
 }  // namespace

@@ -105,6 +105,30 @@ void write_q4_row(const float* x, int32_t n, uint8_t* tile, uint8_t* scales, int
   }
 }
 
+// q4c: per channel c, the minimum and the step over the n rows, then the codes (layout in
+// kv_dtype.h). A code depends only on its own channel's values.
+void write_q4c_tile(const float* x, int32_t n, int32_t hd, uint8_t* tile, uint8_t* scales) {
+  auto* d_out = reinterpret_cast<uint16_t*>(scales);
+  uint16_t* m_out = d_out + hd;
+  for (int32_t c = 0; c < hd; ++c) {
+    float lo = x[c];
+    float hi = x[c];
+    for (int32_t r = 1; r < n; ++r) {
+      lo = std::min(lo, x[static_cast<size_t>(r) * hd + c]);
+      hi = std::max(hi, x[static_cast<size_t>(r) * hd + c]);
+    }
+    const float d = store_scale((hi - lo) / 15.0f, d_out + c);
+    const float m = store_scale(lo, m_out + c);
+    for (int32_t r = 0; r < n; ++r) {
+      const float v = x[static_cast<size_t>(r) * hd + c];
+      const float q = d != 0.0f ? std::clamp(std::nearbyint((v - m) / d), 0.0f, 15.0f) : 0.0f;
+      uint8_t& byte = tile[static_cast<size_t>(r) * (hd / 2) + c / 2];
+      const int shift = 4 * (c & 1);  // element 2i in the low nibble of byte i
+      byte = static_cast<uint8_t>((byte & (0xf0 >> shift)) | (static_cast<int>(q) << shift));
+    }
+  }
+}
+
 }  // namespace
 
 void hadamard32(float* x) {
@@ -159,6 +183,7 @@ uint8_t f32_to_fp8_e4m3(float x) {
 void kv_write_row(KVDType dtype, const float* x, int32_t head_dim, uint8_t* tile,
                   uint8_t* tile_scales, int32_t row) {
   assert(kv_dtype_supports(dtype, head_dim) && row >= 0);
+  assert(kv_dtype_writes_rows(dtype) && "q4c tiles are written whole: kv_write_tile");
   const size_t row_bytes = kv_row_bytes(dtype, head_dim);
   uint8_t* dst = tile + static_cast<size_t>(row) * row_bytes;
   switch (dtype) {
@@ -184,6 +209,20 @@ void kv_write_row(KVDType dtype, const float* x, int32_t head_dim, uint8_t* tile
     case KVDType::Q4:
       write_q4_row(x, head_dim, tile, tile_scales, row);
       break;
+    case KVDType::Q4C:  // no row alone: refused above
+      break;
+  }
+}
+
+void kv_write_tile(KVDType dtype, const float* rows, int32_t n_rows, int32_t head_dim,
+                   uint8_t* tile, uint8_t* tile_scales) {
+  assert(kv_dtype_supports(dtype, head_dim) && n_rows >= 1);
+  if (dtype == KVDType::Q4C) {
+    write_q4c_tile(rows, n_rows, head_dim, tile, tile_scales);
+    return;
+  }
+  for (int32_t r = 0; r < n_rows; ++r) {
+    kv_write_row(dtype, rows + static_cast<size_t>(r) * head_dim, head_dim, tile, tile_scales, r);
   }
 }
 
@@ -227,6 +266,15 @@ void kv_decode_row(KVDType dtype, const uint8_t* tile, const uint8_t* tile_scale
         out[i] = static_cast<float>(q - 8) * load_scale(d + i / kKVQ4Group);
       }
       for (int32_t g = 0; g < groups; ++g) hadamard32(out + g * kKVQ4Group);
+      break;
+    }
+    case KVDType::Q4C: {
+      const auto* d = reinterpret_cast<const uint16_t*>(tile_scales);
+      const uint16_t* m = d + head_dim;
+      for (int32_t i = 0; i < head_dim; ++i) {
+        const int q = (src[i / 2] >> (4 * (i & 1))) & 0xf;
+        out[i] = load_scale(m + i) + static_cast<float>(q) * load_scale(d + i);
+      }
       break;
     }
   }

@@ -9,6 +9,11 @@
 // Hadamard rotation of each group of 32 (hadamard32); decode_row undoes it. Its scales are
 // kv_tile_scale_bytes() bytes of f16: one per row for int8 and fp8, head_dim / 32 per row for
 // q4, row by row. Rows are independent: writing one touches nothing of the others.
+//
+// q4c is the exception: its scales are per channel over the block's rows (head_dim scales
+// d_c, then head_dim minimums m_c), so its tiles are written whole (kv_write_tile), once the
+// block is full; its rows are not rotated (a channel's own offset and range are what its
+// scales absorb).
 
 #include <cstdint>
 
@@ -29,11 +34,26 @@ float fp8_e4m3_to_f32(uint8_t bits);
 // Round to nearest even, saturating at +-448; NaN is not expected (encodes as 0).
 uint8_t f32_to_fp8_e4m3(float x);
 
-// Writes x (head_dim floats) as row `row` of a tile, and its scales.
+// Writes x (head_dim floats) as row `row` of a tile, and its scales. Not for q4c
+// (kv_dtype_writes_rows): asserts, and writes nothing in a release build.
 void kv_write_row(KVDType dtype, const float* x, int32_t head_dim, uint8_t* tile,
                   uint8_t* tile_scales, int32_t row);
 
-// Decodes row `row` of a tile into head_dim floats, scales applied.
+// Writes rows (n_rows, head_dim) floats as rows [0, n_rows) of a tile, and the tile's scales;
+// rows past n_rows and their scales are not touched (for q4c there are none: its scales cover
+// the tile). Any dtype; all but q4c go row by row through kv_write_row, so the bytes are
+// those of n_rows kv_write_row calls. q4c, per channel c over the n_rows rows (n_rows the
+// block size, so that every row of the tile is coded):
+//
+//   d_c = f16((max_c - min_c) / 15)    m_c = f16(min_c)
+//   q   = clamp(round((x - m_c) / d_c), 0, 15)      (0 where d_c is 0)
+//
+// coded against d_c and m_c as rounded to f16, the values the decoder sees.
+void kv_write_tile(KVDType dtype, const float* rows, int32_t n_rows, int32_t head_dim,
+                   uint8_t* tile, uint8_t* tile_scales);
+
+// Decodes row `row` of a tile into head_dim floats, scales applied (q4c: m_c + q * d_c, with
+// q * d_c exact in F32, a 4-bit code times an 11-bit significand).
 void kv_decode_row(KVDType dtype, const uint8_t* tile, const uint8_t* tile_scales, int32_t head_dim,
                    int32_t row, float* out);
 

@@ -26,6 +26,23 @@
 //
 // K and V are read in any KV dtype (core/kv_dtype.h) and decoded in registers; a quantized
 // cache costs no extra pass and no scratch.
+//
+// Two pools. A call may read its first n_cold tokens from a second, "cold" pool (full, older
+// blocks kept in another dtype, such as q4c keys, which can only be written a whole block at
+// a time) and the rest from the main one:
+//
+//   token j in [0, n_cold)       cold pool: row j % block_size of cold_block_table[j / bs]
+//   token j in [n_cold, n_kv)    main pool: i = j - n_cold, row i % bs of block_table[i / bs]
+//
+//   tiles: [0, 32) [32, 64) ... [.., n_cold) | [n_cold, n_cold + 32) ... [.., n_kv)
+//          cut from 0 in the cold segment      cut from n_cold in the main one
+//
+// One online softmax runs over both (m, l and acc carry over from the last cold tile to the
+// first main one), so the result depends on (n_cold, n_kv, the data) and still on nothing
+// else; the caller must choose n_cold from the sequence's own state, never from the batch
+// (batch invariance). Each segment is read in its own pool's dtypes, q4's rotation included
+// (kv_codec.h): the SIMD kernel rotates the query for a segment of q4 keys only, and takes the
+// accumulator out of the rotated form before a segment of plain values adds to it.
 
 #include <cstdint>
 
@@ -68,10 +85,50 @@ struct PagedAttentionArgs {
 
   // Optional (null: not wanted): each head's raw scores s_j = (q · k_j) * scale, j in
   // [0, n_kv), to scores[g * scores_stride + j], so a caller can tell which tokens the query
-  // attended to (attention-mass tracking for KV eviction, engine/kv_heavy.h).
+  // attended to (attention-mass tracking for KV eviction, engine/kv_heavy.h). j counts the
+  // cold tokens first, as above.
   float* scores = nullptr;
   int64_t scores_stride = 0;  // >= n_kv when scores is set
+
+  // Optional cold segment (n_cold == 0: none, and the cold_* fields are not read): tokens
+  // [0, n_cold) come from this pool, laid out as the main one (same block_size, head dims and
+  // KV head; its own dtypes and strides), and block_table then lists the main pool's blocks
+  // from token n_cold on. n_cold is a multiple of block_size in [0, n_kv]; n_cold == n_kv
+  // leaves the main pool unread (block_table, k, v may then be null).
+  int64_t n_cold = 0;
+  KVDTypes cold_dtypes = KVDType::F16;
+  const uint8_t* cold_k = nullptr;
+  const uint8_t* cold_v = nullptr;
+  int64_t cold_k_block_stride = 0;
+  int64_t cold_v_block_stride = 0;
+  const uint8_t* cold_k_scales = nullptr;
+  const uint8_t* cold_v_scales = nullptr;
+  int64_t cold_k_scale_block_stride = 0;
+  int64_t cold_v_scale_block_stride = 0;
+  const int32_t* cold_block_table = nullptr;  // n_cold / block_size block ids
 };
+
+// One pool's run of a call's tokens, [begin, end) of [0, n_kv): the fields of that pool,
+// with token begin + i in row i % block_size of block block_table[i / block_size]. What the
+// kernels walk; paged_segments() cuts a call into them.
+struct PagedSegment {
+  int64_t begin = 0;
+  int64_t end = 0;
+  KVDTypes dtypes = KVDType::F16;
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  int64_t k_block_stride = 0;
+  int64_t v_block_stride = 0;
+  const uint8_t* k_scales = nullptr;
+  const uint8_t* v_scales = nullptr;
+  int64_t k_scale_block_stride = 0;
+  int64_t v_scale_block_stride = 0;
+  const int32_t* block_table = nullptr;
+};
+
+// The call's non-empty segments in token order (the cold one, then the main one) into seg;
+// returns how many (1 or 2).
+int32_t paged_segments(const PagedAttentionArgs& args, PagedSegment (&seg)[2]);
 
 // Checks the arguments, then runs kt's kernel. Allocates nothing (the state is on the stack).
 void paged_attention(const KernelTable& kt, const PagedAttentionArgs& args);

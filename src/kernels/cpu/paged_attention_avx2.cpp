@@ -16,7 +16,10 @@
 // elements of a row in
 // registers. int8 and fp8 rows are decoded without their row scale, which multiplies the
 // whole dot product (K) or the softmax weight (V) instead: one multiply per token, not per
-// element. q4 applies its group scales in the load.
+// element. q4 applies its group scales in the load, q4c its channel scales and minimums.
+//
+// A call with a cold segment (paged_attention.h) runs one segment after the other, each on
+// its own dtypes' instantiation, through one State (m, l, acc per head).
 
 #include <algorithm>
 #include <cmath>
@@ -36,34 +39,35 @@ constexpr bool token_scaled(KVDType d) {
   return d == KVDType::Int8 || d == KVDType::Fp8;
 }
 
-// Elements [d, d + 8) of a row as F32. For q4, group_scales are the row's f16 scales.
+// Elements [d, d + 8) of a row of hd elements as F32. `scales`: for q4 the row's f16 group
+// scales; for q4c the tile's (d_c for c in [0, hd), then m_c); unused otherwise.
 template <KVDType D>
 struct Row;
 
 template <>
 struct Row<KVDType::F16> {
-  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t, int32_t d) {
     return load_f16(reinterpret_cast<const uint16_t*>(row) + d);
   }
 };
 
 template <>
 struct Row<KVDType::BF16> {
-  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t, int32_t d) {
     return load_bf16(reinterpret_cast<const uint16_t*>(row) + d);
   }
 };
 
 template <>
 struct Row<KVDType::F32> {
-  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t, int32_t d) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
   }
 };
 
 template <>
 struct Row<KVDType::Int8> {
-  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t, int32_t d) {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
   }
@@ -76,7 +80,7 @@ constexpr float kFp8Unbias = 256.0f;
 
 template <>
 struct Row<KVDType::Fp8> {
-  static __m256 load(const uint8_t* row, const uint16_t*, int32_t d) {
+  static __m256 load(const uint8_t* row, const uint16_t*, int32_t, int32_t d) {
     const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d)));
     const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
     const __m128i rest = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7);
@@ -84,17 +88,31 @@ struct Row<KVDType::Fp8> {
   }
 };
 
+// Codes [d, d + 8) of a 4-bit row (element 2i in the low nibble of byte i), 0..15 in 8 lanes.
+inline __m256i nibbles8(const uint8_t* row, int32_t d) {
+  int32_t packed;
+  __builtin_memcpy(&packed, row + d / 2, 4);
+  const __m128i b = _mm_cvtsi32_si128(packed);
+  const __m256i pairs = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));  // b0 b0 b1 b1 ...
+  return _mm256_and_si256(_mm256_srlv_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)),
+                          _mm256_set1_epi32(15));
+}
+
 template <>
 struct Row<KVDType::Q4> {
-  static __m256 load(const uint8_t* row, const uint16_t* group_scales, int32_t d) {
-    int32_t packed;
-    __builtin_memcpy(&packed, row + d / 2, 4);
-    const __m128i b = _mm_cvtsi32_si128(packed);
-    const __m256i pairs = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));  // b0 b0 b1 b1 ...
-    const __m256i nib = _mm256_and_si256(
-        _mm256_srlv_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), _mm256_set1_epi32(15));
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8)));
+  static __m256 load(const uint8_t* row, const uint16_t* group_scales, int32_t, int32_t d) {
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles8(row, d), _mm256_set1_epi32(8)));
     return _mm256_mul_ps(q, _mm256_set1_ps(half(group_scales[d / kKVQ4Group])));
+  }
+};
+
+// m_c + q * d_c in one fma, the same float as kv_decode_row's multiply and add: q * d_c (a
+// 4-bit integer times an 11-bit significand) is exact in F32, so only the add rounds.
+template <>
+struct Row<KVDType::Q4C> {
+  static __m256 load(const uint8_t* row, const uint16_t* tile_scales, int32_t hd, int32_t d) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(nibbles8(row, d)), load_f16(tile_scales + d),
+                           load_f16(tile_scales + hd + d));
   }
 };
 
@@ -103,7 +121,7 @@ struct Row<KVDType::Q4> {
 struct Tile {
   const uint8_t* k[kPagedTile];
   const uint8_t* v[kPagedTile];
-  const uint16_t* k_groups[kPagedTile];  // q4: the row's group scales
+  const uint16_t* k_groups[kPagedTile];  // q4: the row's group scales; q4c: the tile's scales
   const uint16_t* v_groups[kPagedTile];
   alignas(32) float k_scale[kPagedTile];  // int8 / fp8: the row's scale
   alignas(32) float v_scale[kPagedTile];
@@ -145,7 +163,7 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
       }
       for (int32_t d = 0; d < dk; d += 8) {
         for (int u = 0; u < TJ; ++u) {
-          const __m256 kv = Row<DK>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], d);
+          const __m256 kv = Row<DK>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], dk, d);
           for (int g = 0; g < G; ++g) {
             acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
           }
@@ -189,15 +207,15 @@ inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
 }
 
 // acc[g][d0, d0 + 8C) = acc * alpha[g] + Σ_j p[g][j] v_j[d0, d0 + 8C), for G heads whose
-// accumulator rows are acc_stride floats apart.
+// accumulator rows are dv floats (the value rows' length) apart.
 template <KVDType DV, int G, int C>
 void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
-                 int32_t acc_stride, int32_t d0) {
+                 int32_t dv, int32_t d0) {
   __m256 a[G][C];
   for (int g = 0; g < G; ++g) {
     const __m256 al = _mm256_set1_ps(alpha[g]);
     for (int c = 0; c < C; ++c) {
-      a[g][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * acc_stride + d0 + 8 * c), al);
+      a[g][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * dv + d0 + 8 * c), al);
     }
   }
   for (int32_t j = 0; j < t.n; ++j) {
@@ -206,12 +224,12 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
       pj[g] = _mm256_set1_ps(token_scaled(DV) ? p[g][j] * t.v_scale[j] : p[g][j]);
     }
     for (int c = 0; c < C; ++c) {
-      const __m256 vv = Row<DV>::load(t.v[j], t.v_groups[j], d0 + 8 * c);
+      const __m256 vv = Row<DV>::load(t.v[j], t.v_groups[j], dv, d0 + 8 * c);
       for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
     }
   }
   for (int g = 0; g < G; ++g) {
-    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + g * acc_stride + d0 + 8 * c, a[g][c]);
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + g * dv + d0 + 8 * c, a[g][c]);
   }
 }
 
@@ -239,23 +257,23 @@ void tile_step(const Tile& t, const PagedAttentionArgs& a, int64_t t0, int32_t g
   tile_values_all<DV, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
 }
 
-// The tile's row pointers and scales, from token t0 on (block index `block`, row `offset`
-// in it); advances block and offset past the tile.
+// The tile's row pointers and scales, from token t0 of the segment on (block index `block`
+// into its table, row `offset` in that block); advances block and offset past the tile.
 template <KVDType DK, KVDType DV>
-void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_t& offset,
-                 Tile& t) {
+void gather_tile(const PagedAttentionArgs& a, const PagedSegment& sg, int64_t t0, int64_t& block,
+                 int32_t& offset, Tile& t) {
   const int64_t k_row = static_cast<int64_t>(kv_row_bytes(DK, a.head_dim_k));
   const int64_t v_row = static_cast<int64_t>(kv_row_bytes(DV, a.head_dim_v));
-  t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, a.n_kv - t0));
+  t.n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, sg.end - t0));
   t.n8 = (t.n + 7) / 8 * 8;
   for (int32_t j = 0; j < t.n; ++j) {
-    const int64_t b = a.block_table[block];
-    t.k[j] = a.k + b * a.k_block_stride + offset * k_row;
-    t.v[j] = a.v + b * a.v_block_stride + offset * v_row;
+    const int64_t b = sg.block_table[block];
+    t.k[j] = sg.k + b * sg.k_block_stride + offset * k_row;
+    t.v[j] = sg.v + b * sg.v_block_stride + offset * v_row;
     const auto* k_scales =
-        reinterpret_cast<const uint16_t*>(a.k_scales + b * a.k_scale_block_stride);
+        reinterpret_cast<const uint16_t*>(sg.k_scales + b * sg.k_scale_block_stride);
     const auto* v_scales =
-        reinterpret_cast<const uint16_t*>(a.v_scales + b * a.v_scale_block_stride);
+        reinterpret_cast<const uint16_t*>(sg.v_scales + b * sg.v_scale_block_stride);
     if constexpr (token_scaled(DK)) {
       t.k_scale[j] = half(k_scales[offset]) * (DK == KVDType::Fp8 ? kFp8Unbias : 1.0f);
     }
@@ -266,6 +284,8 @@ void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_
       t.k_groups[j] = k_scales + offset * (a.head_dim_k / kKVQ4Group);
     if constexpr (DV == KVDType::Q4)
       t.v_groups[j] = v_scales + offset * (a.head_dim_v / kKVQ4Group);
+    if constexpr (DK == KVDType::Q4C) t.k_groups[j] = k_scales;
+    if constexpr (DV == KVDType::Q4C) t.v_groups[j] = v_scales;
     if (++offset == a.block_size) {
       offset = 0;
       ++block;
@@ -281,36 +301,75 @@ void gather_tile(const PagedAttentionArgs& a, int64_t t0, int64_t& block, int32_
   }
 }
 
-// Asks for the K and V rows of the tile that starts at token t0 (block index `block`, row
-// `offset` in it), into L2, while the current one is computed. A sequence's blocks lie
-// anywhere in the pool, so the hardware prefetcher starts over at every block, and in a decode
-// step over many sequences the rows come from DRAM. Measured on Zen 4: one query over 512
-// tokens with the pool out of cache 80-98 -> 40-47 us (kernels bench); decode steps at batch 32
-// of the default model spent 19.8 -> 11.6 ms a step in paged attention (`--profile`). Into L1
-// (T0) instead gained a fifth of that: a tile's 128 lines overflow L1's miss queue.
+// Asks for the K and V rows of the tile that starts at token t0 of the segment (block index
+// `block`, row `offset` in it), into L2, while the current one is computed. A sequence's
+// blocks lie anywhere in the pool, so the hardware prefetcher starts over at every block, and
+// in a decode step over many sequences the rows come from DRAM. Measured on Zen 4: one query
+// over 512 tokens with the pool out of cache 80-98 -> 40-47 us (kernels bench); decode steps at
+// batch 32 of the default model spent 19.8 -> 11.6 ms a step in paged attention (`--profile`).
+// Into L1 (T0) instead gained a fifth of that: a tile's 128 lines overflow L1's miss queue.
+// q4c's channel scales (4 * head_dim bytes a block) come along; the per-row scales of the
+// other dtypes are a few bytes a row and are left to the demand loads, as before.
 template <KVDType DK, KVDType DV>
-void prefetch_tile(const PagedAttentionArgs& a, int64_t t0, int64_t block, int32_t offset) {
+void prefetch_tile(const PagedAttentionArgs& a, const PagedSegment& sg, int64_t t0, int64_t block,
+                   int32_t offset) {
   const int64_t k_row = static_cast<int64_t>(kv_row_bytes(DK, a.head_dim_k));
   const int64_t v_row = static_cast<int64_t>(kv_row_bytes(DV, a.head_dim_v));
-  const int64_t end = std::min<int64_t>(a.n_kv, t0 + kPagedTile);
+  const int64_t end = std::min<int64_t>(sg.end, t0 + kPagedTile);
   while (t0 < end) {
     // The rest of this block (or of the tile): contiguous rows.
     const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t0);
-    const int64_t b = a.block_table[block];
-    const char* k = reinterpret_cast<const char*>(a.k + b * a.k_block_stride + offset * k_row);
-    const char* v = reinterpret_cast<const char*>(a.v + b * a.v_block_stride + offset * v_row);
+    const int64_t b = sg.block_table[block];
+    const char* k = reinterpret_cast<const char*>(sg.k + b * sg.k_block_stride + offset * k_row);
+    const char* v = reinterpret_cast<const char*>(sg.v + b * sg.v_block_stride + offset * v_row);
     for (int64_t byte = 0; byte < rows * k_row; byte += 64) _mm_prefetch(k + byte, _MM_HINT_T1);
     for (int64_t byte = 0; byte < rows * v_row; byte += 64) _mm_prefetch(v + byte, _MM_HINT_T1);
+    if constexpr (DK == KVDType::Q4C) {
+      const char* ks = reinterpret_cast<const char*>(sg.k_scales + b * sg.k_scale_block_stride);
+      for (int64_t byte = 0; byte < 4 * a.head_dim_k; byte += 64) {
+        _mm_prefetch(ks + byte, _MM_HINT_T1);
+      }
+    }
+    if constexpr (DV == KVDType::Q4C) {
+      const char* vs = reinterpret_cast<const char*>(sg.v_scales + b * sg.v_scale_block_stride);
+      for (int64_t byte = 0; byte < 4 * a.head_dim_v; byte += 64) {
+        _mm_prefetch(vs + byte, _MM_HINT_T1);
+      }
+    }
     t0 += rows;
     offset = 0;
     ++block;
   }
 }
 
+// The online softmax's state per head of the call, carried from one segment to the next:
+// running max, running sum and accumulator row.
+struct State {
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+  alignas(32) float acc[kMaxGroup * kMaxHeadDim];  // (n_group, head_dim_v)
+  // Whether acc holds the hadamard32 rotation of each group of 32 (after a segment of q4
+  // values, whose rows are stored rotated: it sums p Hv = H sum p v, kv_codec.h).
+  bool rotated = false;
+};
+
+// Brings the accumulator to the rotated form or back (hadamard32 is its own inverse, and
+// linear, so the later alpha rescaling commutes with it).
+void set_rotated(const PagedAttentionArgs& a, State& st, bool rotated) {
+  if (st.rotated == rotated) return;
+  for (int32_t g = 0; g < a.n_group; ++g) {
+    for (int32_t d = 0; d < a.head_dim_v; d += kKVQ4Group) {
+      hadamard32(st.acc + g * a.head_dim_v + d);
+    }
+  }
+  st.rotated = rotated;
+}
+
+// The tiles of one segment, cut from its first token, added to the state.
 template <KVDType DK, KVDType DV>
-void paged_attention_as(const PagedAttentionArgs& a_in) {
+void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& sg, State& st) {
   // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here (q4 keys), and
-  // the outputs at the end (q4 values), instead of every key and value.
+  // the accumulator (q4 values), instead of every key and value.
   alignas(32) float q_rot[DK == KVDType::Q4 ? kMaxGroup * kMaxHeadDim : 1];
   PagedAttentionArgs a = a_in;
   if constexpr (DK == KVDType::Q4) {
@@ -322,53 +381,73 @@ void paged_attention_as(const PagedAttentionArgs& a_in) {
     a.q = q_rot;
     a.q_stride = a.head_dim_k;
   }
-  const int32_t dv = a.head_dim_v;
-  // Per head: running max, running sum, accumulator row (n_group rows of dv floats).
-  float m[kMaxGroup];
-  float l[kMaxGroup];
-  alignas(32) float acc[kMaxGroup * kMaxHeadDim];
+  set_rotated(a, st, DV == KVDType::Q4);
   alignas(32) float s[kMaxGroup][kPagedTile];  // the tile's scores, then its weights
-  std::fill(m, m + a.n_group, -INFINITY);
-  std::fill(l, l + a.n_group, 0.0f);
-  std::fill(acc, acc + a.n_group * dv, 0.0f);
 
   Tile t;
   std::fill(std::begin(t.k_groups), std::end(t.k_groups), nullptr);
   std::fill(std::begin(t.v_groups), std::end(t.v_groups), nullptr);
   std::fill(std::begin(t.k_scale), std::end(t.k_scale), 1.0f);
   std::fill(std::begin(t.v_scale), std::end(t.v_scale), 1.0f);
-  int64_t block = 0;   // index into the block table of token t0
+  int64_t block = 0;   // index into the segment's block table of token t0
   int32_t offset = 0;  // row of token t0 in its block
-  for (int64_t t0 = 0; t0 < a.n_kv; t0 += kPagedTile) {
-    gather_tile<DK, DV>(a, t0, block, offset, t);
-    if (t0 + kPagedTile < a.n_kv) prefetch_tile<DK, DV>(a, t0 + kPagedTile, block, offset);
+  for (int64_t t0 = sg.begin; t0 < sg.end; t0 += kPagedTile) {
+    gather_tile<DK, DV>(a, sg, t0, block, offset, t);
+    if (t0 + kPagedTile < sg.end) prefetch_tile<DK, DV>(a, sg, t0 + kPagedTile, block, offset);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:
-          tile_step<DK, DV, 1>(t, a, t0, g0, s, m, l, acc);
+          tile_step<DK, DV, 1>(t, a, t0, g0, s, st.m, st.l, st.acc);
           break;
         case 2:
-          tile_step<DK, DV, 2>(t, a, t0, g0, s, m, l, acc);
+          tile_step<DK, DV, 2>(t, a, t0, g0, s, st.m, st.l, st.acc);
           break;
         case 3:
-          tile_step<DK, DV, 3>(t, a, t0, g0, s, m, l, acc);
+          tile_step<DK, DV, 3>(t, a, t0, g0, s, st.m, st.l, st.acc);
           break;
         default:
-          tile_step<DK, DV, 4>(t, a, t0, g0, s, m, l, acc);
+          tile_step<DK, DV, 4>(t, a, t0, g0, s, st.m, st.l, st.acc);
           break;
       }
     }
   }
-  for (int32_t g = 0; g < a.n_group; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
-    float* out = a.out + g * a.out_stride;
-    for (int32_t d = 0; d < dv; d += 8) {
-      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + g * dv + d), inv));
-    }
-    if constexpr (DV == KVDType::Q4) {
-      for (int32_t d = 0; d < dv; d += kKVQ4Group) hadamard32(out + d);
+}
+
+using SegmentFn = void (*)(const PagedAttentionArgs&, const PagedSegment&, State&);
+
+// The instantiation for a segment's dtypes: every dtype for both, and the mixes worth having
+// (keys kept finer than values; q4c keys, which are for cold blocks, beside the values such
+// blocks keep); nullptr for the others, which run on the scalar kernel.
+SegmentFn segment_kernel(KVDTypes d) {
+  using K = KVDType;
+  if (d.k == d.v) {
+    switch (d.k) {
+      case K::F16:
+        return segment_as<K::F16, K::F16>;
+      case K::BF16:
+        return segment_as<K::BF16, K::BF16>;
+      case K::F32:
+        return segment_as<K::F32, K::F32>;
+      case K::Int8:
+        return segment_as<K::Int8, K::Int8>;
+      case K::Fp8:
+        return segment_as<K::Fp8, K::Fp8>;
+      case K::Q4:
+        return segment_as<K::Q4, K::Q4>;
+      case K::Q4C:  // per-channel values buy nothing (values cost nothing in q4)
+        return nullptr;
     }
   }
+  if (d == KVDTypes(K::F16, K::Int8)) return segment_as<K::F16, K::Int8>;
+  if (d == KVDTypes(K::F16, K::Fp8)) return segment_as<K::F16, K::Fp8>;
+  if (d == KVDTypes(K::F16, K::Q4)) return segment_as<K::F16, K::Q4>;
+  if (d == KVDTypes(K::Int8, K::Q4)) return segment_as<K::Int8, K::Q4>;
+  if (d == KVDTypes(K::Fp8, K::Q4)) return segment_as<K::Fp8, K::Q4>;
+  if (d == KVDTypes(K::Int8, K::Fp8)) return segment_as<K::Int8, K::Fp8>;
+  if (d == KVDTypes(K::Q4C, K::F16)) return segment_as<K::Q4C, K::F16>;
+  if (d == KVDTypes(K::Q4C, K::Int8)) return segment_as<K::Q4C, K::Int8>;
+  if (d == KVDTypes(K::Q4C, K::Q4)) return segment_as<K::Q4C, K::Q4>;
+  return nullptr;
 }
 
 }  // namespace
@@ -378,33 +457,33 @@ void paged_attention(const PagedAttentionArgs& a) {
     scalar::paged_attention(a);
     return;
   }
-  // Every dtype for both, and the mixes worth having (keys kept finer than values); other
-  // mixes run on the scalar kernel.
-  using K = KVDType;
-  const KVDTypes d = a.dtypes;
-  if (d.k == d.v) {
-    switch (d.k) {
-      case K::F16:
-        return paged_attention_as<K::F16, K::F16>(a);
-      case K::BF16:
-        return paged_attention_as<K::BF16, K::BF16>(a);
-      case K::F32:
-        return paged_attention_as<K::F32, K::F32>(a);
-      case K::Int8:
-        return paged_attention_as<K::Int8, K::Int8>(a);
-      case K::Fp8:
-        return paged_attention_as<K::Fp8, K::Fp8>(a);
-      case K::Q4:
-        return paged_attention_as<K::Q4, K::Q4>(a);
+  // Both segments here or both on the scalar kernel: the arithmetic of a call is one kernel's.
+  PagedSegment seg[2];
+  const int32_t n_seg = paged_segments(a, seg);
+  SegmentFn fn[2] = {};
+  for (int32_t i = 0; i < n_seg; ++i) {
+    fn[i] = segment_kernel(seg[i].dtypes);
+    if (fn[i] == nullptr) {
+      scalar::paged_attention(a);
+      return;
     }
   }
-  if (d == KVDTypes(K::F16, K::Int8)) return paged_attention_as<K::F16, K::Int8>(a);
-  if (d == KVDTypes(K::F16, K::Fp8)) return paged_attention_as<K::F16, K::Fp8>(a);
-  if (d == KVDTypes(K::F16, K::Q4)) return paged_attention_as<K::F16, K::Q4>(a);
-  if (d == KVDTypes(K::Int8, K::Q4)) return paged_attention_as<K::Int8, K::Q4>(a);
-  if (d == KVDTypes(K::Fp8, K::Q4)) return paged_attention_as<K::Fp8, K::Q4>(a);
-  if (d == KVDTypes(K::Int8, K::Fp8)) return paged_attention_as<K::Int8, K::Fp8>(a);
-  scalar::paged_attention(a);
+  const int32_t dv = a.head_dim_v;
+  State st;
+  std::fill(st.m, st.m + a.n_group, -INFINITY);
+  std::fill(st.l, st.l + a.n_group, 0.0f);
+  std::fill(st.acc, st.acc + a.n_group * dv, 0.0f);
+  for (int32_t i = 0; i < n_seg; ++i) fn[i](a, seg[i], st);
+  for (int32_t g = 0; g < a.n_group; ++g) {
+    const __m256 inv = _mm256_set1_ps(1.0f / st.l[g]);
+    float* out = a.out + g * a.out_stride;
+    for (int32_t d = 0; d < dv; d += 8) {
+      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(st.acc + g * dv + d), inv));
+    }
+    if (st.rotated) {
+      for (int32_t d = 0; d < dv; d += kKVQ4Group) hadamard32(out + d);
+    }
+  }
 }
 
 }  // namespace tokamak::cpu::avx2

@@ -24,6 +24,7 @@
 #include "cli/loaded_model.h"
 #include "core/error.h"
 #include "engine/kv_window.h"
+#include "engine/kv_layout.h"
 #include "engine/perplexity.h"
 #include "engine/perplexity_stream.h"
 #include "model/model_options.h"
@@ -43,6 +44,7 @@ struct PerplexityFlags {
   int32_t chunk = 0;      // when --chunk is not given: the block size
   int64_t max_tokens = 0;
   std::string kv_dtype = "f16";
+  int32_t kv_hot_window = 0;
   int threads = 0;
   std::string json_path;
   // Flags of one mode only, when given on the command line.
@@ -136,12 +138,30 @@ PerplexityPlan perplexity_plan(const PerplexityFlags& f) {
         fmt::format("--stride must be in [1, --ctx {}] (0 = ctx / 2), got {}", f.ctx, f.stride));
   }
   if (f.max_tokens < 0) throw Error("--max-tokens must not be negative (0 = all)");
+  if (f.kv_hot_window < 0 || f.kv_hot_window > kMaxWindow) {
+    throw Error(fmt::format("--kv-hot-window must be in [0, {}], got {}", kMaxWindow,
+                            f.kv_hot_window));
+  }
+  if (f.kv_hot_window > 0 && !kv_dtype_is_quantized(dtype->k) && !kv_dtype_is_quantized(dtype->v)) {
+    throw Error("--kv-hot-window needs a quantized --kv-dtype (int8, fp8 or q4)");
+  }
+  if (f.kv_window > 0 &&
+      int64_t{hot_window_blocks(kBlockSize, *dtype, f.kv_hot_window)} * kBlockSize >
+          f.kv_window - f.kv_heavy) {
+    throw Error(
+        "--kv-hot-window must fit in the window's recent tokens (--kv-window - --kv-heavy)");
+  }
   return {
       .stream = stream,
-      .windows = {.ctx = f.ctx, .stride = f.stride, .block_size = kBlockSize, .kv_dtype = *dtype},
+      .windows = {.ctx = f.ctx,
+                  .stride = f.stride,
+                  .block_size = kBlockSize,
+                  .kv_dtype = *dtype,
+                  .kv_hot_window = f.kv_hot_window},
       .opts = {.chunk = f.chunk_given ? f.chunk : kBlockSize,
                .block_size = kBlockSize,
-               .kv_dtype = *dtype},
+               .kv_dtype = *dtype,
+               .kv_hot_window = f.kv_hot_window},
       .kv_window = f.kv_window,
       .kv_sink = f.kv_sink,
       .kv_heavy = f.kv_heavy,
@@ -204,7 +224,9 @@ void run(const PerplexityFlags& f) {
                                                              window ? &*window : nullptr, progress)
                                  : compute_perplexity(*loaded.model, tokens, opts, progress);
 
-  const std::string dtype = kv_dtypes_name(opts.kv_dtype);
+  // As stored (q4 keys are q4c, engine/kv_layout.h).
+  const std::string dtype = kv_dtypes_name(stored_kv_dtypes(opts.kv_dtype));
+  const int32_t hot_blocks = hot_window_blocks(kBlockSize, opts.kv_dtype, opts.kv_hot_window);
   std::vector<TableRow> rows = {
       {"model", model_path},
       {"file", f.text_file},
@@ -226,7 +248,9 @@ void run(const PerplexityFlags& f) {
       {"perplexity", fmt::format("{:.4f}", r.perplexity())},
       {"tokens/s", fmt::format("{:.1f} ({} tokens through the model in {:.2f} s)", r.tokens_per_s(),
                                r.n_evaluated, r.seconds)},
-      {"KV dtype", dtype},
+      {"KV dtype", hot_blocks > 0 ? fmt::format("{}, the newest {} tokens also f16 (hot window)",
+                                                dtype, hot_blocks * kBlockSize)
+                                    : dtype},
       {"threads", fmt::format("{}", resolved_threads(f.threads))},
   };
   rows.insert(rows.end(), results.begin(), results.end());
@@ -247,6 +271,7 @@ void run(const PerplexityFlags& f) {
       {"seconds", r.seconds},
       {"tokens_per_s", r.tokens_per_s()},
       {"kv_dtype", dtype},
+      {"kv_hot_window_tokens", hot_blocks * kBlockSize},
       {"threads", resolved_threads(f.threads)},
   };
   if (plan.stream) {
@@ -315,6 +340,10 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--kv-dtype", f->kv_dtype,
                   std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()) +
                       ", or one for keys and one for values: int8,q4")
+      ->capture_default_str();
+  cmd->add_option("--kv-hot-window", f->kv_hot_window,
+                  "with a quantized --kv-dtype: keep the newest N tokens (whole blocks) in f16 "
+                  "too, as `serve --kv-hot-window` does")
       ->capture_default_str();
   cmd->add_option("-t,--threads", f->threads, "kernel threads (0 = all cores)")
       ->check(CLI::Range(0, 1024));

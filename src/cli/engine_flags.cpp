@@ -36,7 +36,8 @@ size_t parse_size(const char* flag, const std::string& text) {
 // validate() names options by their field ("block_size must be ..."); users know the flag.
 std::string name_flag(const std::string& problem) {
   for (const char* field : {"block_size", "max_batched_tokens", "max_seqs", "max_model_len",
-                            "lpm_max_bypass", "kv_window", "kv_sink", "kv_heavy"}) {
+                            "lpm_max_bypass", "kv_window", "kv_sink", "kv_heavy",
+                            "kv_hot_window"}) {
     const std::string prefix = std::string(field) + " ";
     if (problem.starts_with(prefix)) {
       std::string flag = "--" + std::string(field);
@@ -78,7 +79,13 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-tokens", kv_tokens, "KV cache size in tokens (instead of --kv-memory)");
   cmd.add_option("--kv-dtype", kv_dtype,
                  std::string("element type of the KV cache: ") + std::string(kv_dtype_choices()) +
-                     ", or one for keys and one for values: int8,q4")
+                     ", or one for keys and one for values: int8,q4 (q4 keys are quantized per "
+                     "channel across each block, the block being filled kept in f16)")
+      ->capture_default_str();
+  cmd.add_option("--kv-hot-window", kv_hot_window,
+                 "with a quantized --kv-dtype: keep each sequence's newest N tokens (whole blocks) "
+                 "in f16 too, encoding blocks as they leave (hot/cold); 0 = only what the dtype "
+                 "needs")
       ->capture_default_str();
   cmd.add_option("--block-size", block_size, "tokens per KV block")->capture_default_str();
   cmd.add_option("--max-batched-tokens", max_batched_tokens,
@@ -171,6 +178,7 @@ EngineOptions EngineFlags::engine_options() const {
   opts.kv_window = kv_window;
   opts.kv_sink = kv_sink;
   opts.kv_heavy = kv_heavy;
+  opts.kv_hot_window = kv_hot_window;
   if (!swap_space.empty()) {
     if (opts.preemption != PreemptionMode::Swap) {
       throw Error("--swap-space is used only with --preemption swap");
@@ -246,6 +254,13 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
     out += fmt::format(
         "KV bytes per token = {} = {} B, + {} B of scales per {}-token block = {:.2f} B\n",
         elements, element_bytes, scale_bytes, shape.block_size, kv.bytes_per_token());
+  }
+  if (const PagedKVCache* hot = kv.hot()) {
+    out += fmt::format(
+        "KV hot window: each sequence's newest {} blocks ({} tokens) also in f16: {} hot blocks "
+        "= {} for {} sequences\n",
+        kv.hot_window_blocks(), kv.hot_window_blocks() * shape.block_size, hot->n_blocks(),
+        format_bytes(static_cast<double>(hot->total_bytes())), opts.max_seqs);
   }
   out += fmt::format(
       "max model len {} tokens, max batched tokens {}, max seqs {}, chunked prefill {}, "

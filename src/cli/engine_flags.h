@@ -39,6 +39,7 @@ struct EngineFlags {
   int32_t kv_window = 0;
   int32_t kv_sink = 4;
   int32_t kv_heavy = 0;
+  int32_t kv_hot_window = 0;
   std::string kv_host_bytes;  // --kv-host-bytes; empty = 0 (no host tier)
   std::string kv_disk_dir;    // --kv-disk-dir; empty = no disk tier
   std::string kv_disk_bytes;  // --kv-disk-bytes; required with --kv-disk-dir

@@ -22,6 +22,7 @@
 // starts 64-byte aligned when head_dim * 2 * block_size is a multiple of 64 (the pool base
 // is aligned). Scales live apart so that the element tiles keep that alignment.
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,6 +41,34 @@ struct PagedKVView {
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
+
+  // Hot window (kv/paged_kv_cache.h): the F16 pools of the hot copies, same layout with
+  // hot_n_blocks blocks and no scales, and the window in blocks: a query at position p
+  // reads blocks [0, c) here and the rest from the hot copies, c = max(0, p / block_size -
+  // hot_window_blocks + 1). Null / 0 without one.
+  uint8_t* hot_k = nullptr;
+  uint8_t* hot_v = nullptr;
+  int32_t hot_n_blocks = 0;
+  int32_t hot_window_blocks = 0;
+
+  // The hot copies' pools as a view of their own (no hot window of theirs).
+  PagedKVView hot_view() const {
+    PagedKVView h;
+    h.k = hot_k;
+    h.v = hot_v;
+    h.dtypes = KVDType::F16;
+    h.n_blocks = hot_n_blocks;
+    h.block_size = block_size;
+    h.n_head_kv = n_head_kv;
+    h.head_dim_k = head_dim_k;
+    h.head_dim_v = head_dim_v;
+    return h;
+  }
+  // Blocks of the main pool that the query at `position` reads (the rest are hot).
+  int32_t cold_blocks(int64_t position) const {
+    const int64_t c = position / block_size - hot_window_blocks + 1;
+    return hot_window_blocks == 0 ? INT32_MAX : static_cast<int32_t>(c > 0 ? c : 0);
+  }
 
   size_t k_row_bytes() const { return kv_row_bytes(dtypes.k, head_dim_k); }
   size_t v_row_bytes() const { return kv_row_bytes(dtypes.v, head_dim_v); }
@@ -88,6 +117,17 @@ struct SeqAttention {
   // tokens' probabilities summed): the accumulated attention that heavy-hitter eviction
   // ranks blocks by (engine/kv_heavy.h). Summed in a fixed order, whatever the threads.
   float* block_mass = nullptr;
+  // Hot window only: the hot copies of table entries [hot_first, ...), blocks of the hot
+  // pools (PagedKVView::hot_k / hot_v); they cover every entry a query reads hot.
+  const int32_t* hot_block_table = nullptr;
+  int32_t hot_first = 0;
+};
+
+// A block filled by a step under a hot window: its F16 hot copy is encoded into its block of
+// the main pool (in the main dtype) once all its rows are written.
+struct KVBlockEncode {
+  int32_t hot = 0;
+  int32_t main = 0;
 };
 
 }  // namespace tokamak

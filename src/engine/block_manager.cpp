@@ -68,11 +68,19 @@ void BlockManager::allocate(Sequence& seq, int32_t n) {
     (void)evicted;
   }
   if (seq.swapped()) {
-    assert(seq.block_table.empty());
+    assert(seq.block_table.empty() && seq.hot_table.empty());
     const bool ok = pool.allocate(seq.n_swapped_blocks, seq.block_table);
     assert(ok);
     (void)ok;
-    kv_.load_blocks(seq.block_table, seq.swapped_kv);
+    const size_t main_bytes = size_t(seq.n_swapped_blocks) * kv_.shape().bytes_per_block();
+    kv_.load_blocks(seq.block_table, std::span(seq.swapped_kv).first(main_bytes));
+    if (seq.n_swapped_hot > 0) {
+      [[maybe_unused]] const bool hot_ok =
+          kv_.hot()->pool().allocate(seq.n_swapped_hot, seq.hot_table);
+      assert(hot_ok);
+      seq.hot_first = seq.swapped_hot_first;
+      kv_.hot()->load_blocks(seq.hot_table, std::span(seq.swapped_kv).subspan(main_bytes));
+    }
     drop_swapped(seq);
   }
   const size_t first = static_cast<size_t>(seq.n_computed / bs);
@@ -91,6 +99,51 @@ void BlockManager::allocate(Sequence& seq, int32_t n) {
     assert(ok);
     (void)ok;
   }
+  if (kv_.hot() != nullptr && n > 0) cover_hot(seq, (seq.n_computed + n - 1) / bs);
+}
+
+int32_t BlockManager::hot_blocks_needed(int32_t window_blocks, int32_t block_size,
+                                        int32_t max_seqs, int32_t max_batched_tokens) {
+  return max_seqs * (window_blocks + 2) + blocks_for(max_batched_tokens, block_size);
+}
+
+void BlockManager::cover_hot(Sequence& seq, int32_t hi) {
+  // Entries before lo are read from the main pool by every later query: their copies go.
+  trim_hot(seq);
+  const int32_t lo = std::max(0, seq.n_computed / block_size() - kv_.hot_window_blocks() + 1);
+  assert(lo <= hi);
+  if (seq.hot_table.empty()) seq.hot_first = lo;
+  // The rows computed in [lo, n_computed) must be here already: a hot copy cannot be made
+  // afterwards (the main pool holds them encoded). match_prefix and swaps keep that so.
+  assert(seq.hot_first <= lo || seq.n_computed <= lo * block_size());
+  const int32_t end = seq.hot_first + static_cast<int32_t>(seq.hot_table.size());
+  if (hi >= end) {
+    [[maybe_unused]] const bool ok = kv_.hot()->pool().allocate(hi - end + 1, seq.hot_table);
+    assert(ok && "the hot cache is sized for every running sequence");
+  }
+}
+
+size_t BlockManager::swapped_size(int32_t blocks, int32_t hot_blocks) const {
+  return size_t(blocks) * kv_.shape().bytes_per_block() +
+         (hot_blocks > 0 ? size_t(hot_blocks) * kv_.hot()->shape().bytes_per_block() : 0);
+}
+
+void BlockManager::trim_hot(Sequence& seq) {
+  if (kv_.hot() == nullptr || seq.hot_table.empty()) return;
+  const int32_t lo = std::max(0, seq.n_computed / block_size() - kv_.hot_window_blocks() + 1);
+  const auto stale = static_cast<size_t>(
+      std::clamp(lo - seq.hot_first, 0, static_cast<int32_t>(seq.hot_table.size())));
+  kv_.hot()->pool().release(std::span(seq.hot_table).first(stale));
+  seq.hot_table.erase(seq.hot_table.begin(),
+                      seq.hot_table.begin() + static_cast<ptrdiff_t>(stale));
+  seq.hot_first += static_cast<int32_t>(stale);
+}
+
+void BlockManager::release_hot(Sequence& seq) {
+  if (kv_.hot() == nullptr) return;
+  kv_.hot()->pool().release(seq.hot_table);
+  seq.hot_table.clear();
+  seq.hot_first = 0;
 }
 
 std::optional<int32_t> BlockManager::match_prefix(Sequence& seq) {
@@ -103,6 +156,14 @@ std::optional<int32_t> BlockManager::match_prefix(Sequence& seq) {
   for (int32_t b : seq.block_table) kv_.pool().retain(b);
   if (tiers_) extend_from_tiers(seq, seq.num_tokens() / bs);
   seq.n_cached_blocks = static_cast<int32_t>(seq.block_table.size());
+  if (kv_.hot() != nullptr) {
+    // Restart at a block boundary, the whole last block recomputed when every token is
+    // cached: the rows before a query in its own block must be in its hot copy.
+    const int32_t usable = std::min(seq.n_cached_blocks, (seq.num_tokens() - 1) / bs);
+    drop_blocks(seq, usable, seq.n_cached_blocks - usable);
+    seq.n_computed = usable * bs;
+    return seq.n_computed;
+  }
   seq.n_computed = std::min(seq.n_cached_blocks * bs, seq.num_tokens() - 1);
   return seq.n_computed;
 }
@@ -174,6 +235,7 @@ void BlockManager::free(Sequence& seq) {
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
   seq.block_mass.clear();
+  release_hot(seq);
   drop_lock(seq);
   drop_swapped(seq);
 }
@@ -216,6 +278,16 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
   for (int32_t b : parent.block_table) kv_.pool().retain(b);
   child.block_table = parent.block_table;
   child.block_mass = parent.block_mass;
+  // Hot copies are written (the block being filled): the child gets its own.
+  if (kv_.hot() != nullptr && !parent.hot_table.empty()) {
+    [[maybe_unused]] const bool ok = kv_.hot()->pool().allocate(
+        static_cast<int32_t>(parent.hot_table.size()), child.hot_table);
+    assert(ok && "the hot cache is sized for every running sequence");
+    for (size_t i = 0; i < parent.hot_table.size(); ++i) {
+      kv_.hot()->copy_block(parent.hot_table[i], child.hot_table[i]);
+    }
+    child.hot_first = parent.hot_first;
+  }
   // The child uses the parent's cached blocks too: it holds its own lock on them.
   if (parent.cache_node != nullptr) prefix_->lock(parent.cache_node);
   child.cache_node = parent.cache_node;
@@ -226,7 +298,13 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
   assert(!seq.swapped());
   // Only the blocks that hold computed tokens: any allocated for this step are just freed.
   const int32_t keep = blocks_for(seq.n_computed, block_size());
-  const size_t bytes = static_cast<size_t>(keep) * kv_.shape().bytes_per_block();
+  // The hot copies of entries holding computed rows come along (the one being filled
+  // exists nowhere else); those allocated for this step are just freed.
+  const int32_t hot_keep =
+      kv_.hot() == nullptr
+          ? 0
+          : std::clamp(keep - seq.hot_first, 0, static_cast<int32_t>(seq.hot_table.size()));
+  const size_t bytes = swapped_size(keep, hot_keep);
   if (tiers_ && tiers_->has_host()) {
     if (!tiers_->reserve_host(bytes)) return false;
   } else if (swapped_bytes_ + bytes > host_limit) {
@@ -236,6 +314,13 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
   kv_.save_blocks(std::span(seq.block_table).first(static_cast<size_t>(keep)), seq.swapped_kv);
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
+  if (kv_.hot() != nullptr) {
+    kv_.hot()->save_blocks(std::span(seq.hot_table).first(static_cast<size_t>(hot_keep)),
+                           seq.swapped_kv);
+    seq.n_swapped_hot = hot_keep;
+    seq.swapped_hot_first = seq.hot_first;
+    release_hot(seq);
+  }
   // Its blocks come back private on swap-in; cache_full_blocks then walks from the root.
   drop_lock(seq);
   seq.n_swapped_blocks = keep;
@@ -245,10 +330,11 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
 
 void BlockManager::drop_swapped(Sequence& seq) {
   if (seq.n_swapped_blocks == 0) return;
-  const size_t bytes = static_cast<size_t>(seq.n_swapped_blocks) * kv_.shape().bytes_per_block();
+  const size_t bytes = swapped_size(seq.n_swapped_blocks, seq.n_swapped_hot);
   swapped_bytes_ -= bytes;
   if (tiers_ && tiers_->has_host()) tiers_->unreserve_host(bytes);
   seq.n_swapped_blocks = 0;
+  seq.n_swapped_hot = 0;
   seq.swapped_kv.clear();
   seq.swapped_kv.shrink_to_fit();
 }

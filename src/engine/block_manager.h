@@ -18,6 +18,15 @@
 // tiers: each hit takes a pool block, is copied into it and joins the radix tree as if it
 // had been computed. Swap preemption then charges its host copies to the host tier's
 // budget (one bound on host memory for both).
+//
+// With a hot window (PagedKVCache::hot()), a sequence also holds F16 copies of its newest
+// table entries (Sequence::hot_table): allocate() makes them cover every entry the step's
+// queries read hot, [n_computed / bs - window + 1, (n_computed + n - 1) / bs], and gives
+// back those before; forks copy them, swaps carry them, free() returns them. The hot cache
+// is sized for every running sequence at once (hot_blocks_needed), so this never fails. A
+// prefix match then always restarts at a block boundary with nothing computed hot (only a
+// one-block window can reuse a cached prefix exactly: a wider one would need hot copies of
+// cached blocks, which the main pool holds only encoded).
 
 #include <cstdint>
 #include <memory>
@@ -77,6 +86,15 @@ class BlockManager {
   // the deepest. A block the cache already has under the same tokens replaces seq's own
   // copy (same K/V: kernels are batch-invariant), so no content is cached twice.
   void cache_full_blocks(Sequence& seq);
+  // Gives back seq's hot copies that no later query reads (entries before
+  // n_computed / block_size - window + 1); allocate() does it too.
+  void trim_hot(Sequence& seq);
+  // Hot blocks a hot window of window_blocks needs so that max_seqs sequences can run steps
+  // of max_batched_tokens tokens in all: per sequence the window, the block being filled
+  // and one that a step's first token may start; plus every block the step's tokens fill.
+  static int32_t hot_blocks_needed(int32_t window_blocks, int32_t block_size, int32_t max_seqs,
+                                   int32_t max_batched_tokens);
+
   // Drops every cached block no sequence uses (tests; memory hand-back).
   void clear_prefix_cache();
 
@@ -104,6 +122,12 @@ class BlockManager {
   int32_t held(const Sequence& seq) const;
   int32_t overhead(const Sequence& seq) const;
   void drop_lock(Sequence& seq);
+  // Hot window: makes seq's hot copies cover the entries its next queries read hot, up to
+  // entry hi (giving back those before), and gives every copy back.
+  void cover_hot(Sequence& seq, int32_t hi);
+  void release_hot(Sequence& seq);
+  // Host bytes of a swapped sequence's blocks and hot copies.
+  size_t swapped_size(int32_t blocks, int32_t hot_blocks) const;
   // Extends seq's fresh pool match (its table, its locked cache_node) with tier hits, up to
   // max_blocks blocks in all.
   void extend_from_tiers(Sequence& seq, int32_t max_blocks);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "engine/kv_layout.h"
 #include "engine/sample_state.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -15,12 +16,21 @@ namespace {
 
 PagedKVCache make_cache(const Model& model, const EngineOptions& opts) {
   if (auto err = validate(opts)) throw Error("engine options: " + *err);
-  KVCacheShape shape = model.kv_shape(opts.block_size);
-  shape.dtype = opts.kv_dtype;
+  const KVLayout layout = kv_layout(model, opts.block_size, opts.kv_dtype, opts.kv_hot_window,
+                                    opts.max_seqs, opts.max_batched_tokens);
+  const size_t block_bytes = layout.shape.bytes_per_block();
   const size_t free_bytes = available_memory_bytes().value_or(0);
-  const int32_t n_blocks =
-      opts.kv_budget.blocks(shape.bytes_per_block(), opts.block_size, free_bytes);
-  return PagedKVCache(shape, n_blocks);
+  int64_t n_blocks = opts.kv_budget.blocks(block_bytes, opts.block_size, free_bytes);
+  // The hot copies come out of a memory budget (a token budget counts main-pool tokens).
+  if (layout.hot_window_blocks > 0 && opts.kv_budget.kind != KVBudget::Kind::Tokens) {
+    n_blocks -= static_cast<int64_t>((layout.hot_bytes() + block_bytes - 1) / block_bytes);
+    if (n_blocks < 1) {
+      throw Error("engine: the KV memory budget does not cover the hot window's F16 copies (" +
+                  std::to_string(layout.hot_bytes()) +
+                  " bytes); raise --kv-memory or lower --max-seqs");
+    }
+  }
+  return layout.make(static_cast<int32_t>(n_blocks));
 }
 
 SamplingParams params_of_sample(const SamplingParams& params, int32_t index) {

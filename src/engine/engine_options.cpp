@@ -1,5 +1,7 @@
 #include "engine/engine_options.h"
 
+#include "engine/kv_layout.h"
+
 namespace tokamak {
 
 std::optional<std::string> validate(const EngineOptions& o) {
@@ -23,6 +25,21 @@ std::optional<std::string> validate(const EngineOptions& o) {
     if (auto e = range("kv_heavy", o.kv_heavy, 0, o.kv_window - o.block_size)) return e;
   } else if (o.kv_heavy != 0) {
     return std::string("kv_heavy needs kv_window");
+  }
+  if (auto e = range("kv_hot_window", o.kv_hot_window, 0, 1 << 24)) return e;
+  const int32_t hot = hot_window_blocks(o.block_size, o.kv_dtype, o.kv_hot_window);
+  if (o.kv_hot_window > 0 && !kv_dtype_is_quantized(o.kv_dtype.k) &&
+      !kv_dtype_is_quantized(o.kv_dtype.v)) {
+    return std::string("kv_hot_window needs a quantized kv_dtype (int8, fp8 or q4)");
+  }
+  if (hot > 1 && o.prefix_caching) {
+    // A prefix hit would need F16 copies of cached blocks, which exist only encoded.
+    return std::string("kv_hot_window wider than one block needs the prefix cache off");
+  }
+  if (o.kv_window > 0 && int64_t{hot} * o.block_size > o.kv_window - o.kv_heavy) {
+    // The window's slides drop blocks older than the hot copies.
+    return std::string(
+        "kv_hot_window must fit in kv_window's recent tokens (kv_window - kv_heavy)");
   }
   const KVTierOptions& t = o.kv_tiers;
   if (t.any() && !o.prefix_caching) {

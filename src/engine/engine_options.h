@@ -66,11 +66,18 @@ struct EngineOptions {
   // With kv_window: > 0 keeps this many of the window's tokens (whole blocks) for the
   // attention they received instead of their age (heavy hitters, engine/kv_heavy.h).
   int32_t kv_heavy = 0;
+  // Hot window (kv/paged_kv_cache.h): > 0 keeps each sequence's newest kv_hot_window tokens
+  // (whole blocks, the one being filled counted) in F16 beside the main pool, which then
+  // holds whole blocks only, encoded in kv_dtype as they leave the window (hot/cold). q4
+  // keys always have one (one block at least): they are quantized per channel across a
+  // block (KVDType::Q4C). Needs a quantized kv_dtype.
+  int32_t kv_hot_window = 0;
   static constexpr size_t kLpmMaxWaiting = 128;
 };
 
 // nullopt when the options are possible; otherwise a one-line message naming the option.
 std::optional<std::string> validate(const EngineOptions& opts);
+
 
 const char* preemption_mode_name(PreemptionMode mode);    // "recompute", "swap"
 const char* schedule_policy_name(SchedulePolicy policy);  // "fcfs", "lpm"

@@ -36,6 +36,8 @@ int32_t KVWindow::slide(Sequence& seq, BlockManager& blocks, Model& model) const
     const int32_t candidates_end = (seq.n_computed - recent) / bs;
     drop = heavy_hitter_drops(seq.block_mass, sink_blocks_, candidates_end, n_drop);
   }
+  // Hot copies only of what later queries read, so that none is of a block dropped here.
+  blocks.trim_hot(seq);
   // Blocks holding computed tokens; those after the first dropped one move down.
   const int32_t n_held = (seq.n_computed + bs - 1) / bs;
   assert(static_cast<size_t>(n_held) <= seq.block_table.size() && drop.back() < n_held);
@@ -53,11 +55,25 @@ int32_t KVWindow::slide(Sequence& seq, BlockManager& blocks, Model& model) const
     const int32_t run_end = d + 1 < drop.size() ? drop[d + 1] : n_held;
     if (run_begin >= run_end) continue;
     const int32_t rows = std::min(seq.n_computed, run_end * bs) - run_begin * bs;
+    const int32_t delta = -bs * static_cast<int32_t>(d + 1);
     model.shift_kv_positions(
         blocks.cache(),
         std::span(seq.block_table).subspan(static_cast<size_t>(run_begin),
                                            static_cast<size_t>(run_end - run_begin)),
-        0, rows, -bs * static_cast<int32_t>(d + 1));
+        0, rows, delta);
+    // Their hot copies (kv/paged_kv_cache.h), which attention reads for the newest blocks,
+    // move with them.
+    const int32_t hot_begin = std::max(run_begin, seq.hot_first);
+    const int32_t hot_end =
+        std::min(run_end, seq.hot_first + static_cast<int32_t>(seq.hot_table.size()));
+    if (blocks.cache().hot() != nullptr && hot_begin < hot_end) {
+      model.shift_kv_positions(
+          *blocks.cache().hot(),
+          std::span(seq.hot_table)
+              .subspan(static_cast<size_t>(hot_begin - seq.hot_first),
+                       static_cast<size_t>(hot_end - hot_begin)),
+          0, std::min(seq.n_computed, hot_end * bs) - hot_begin * bs, delta);
+    }
   }
   // Drop from the back, so the indices still to drop stay valid.
   const int32_t n_prompt = seq.n_prompt;
@@ -71,6 +87,10 @@ int32_t KVWindow::slide(Sequence& seq, BlockManager& blocks, Model& model) const
       seq.block_mass.erase(seq.block_mass.begin() + i);
     }
   }
+  // Hot copies are of the newest blocks, never dropped ones (the window is at least as wide
+  // as the hot window): their entries move down with the rest.
+  assert(seq.hot_table.empty() || drop.back() < seq.hot_first);
+  if (!seq.hot_table.empty()) seq.hot_first -= n_drop;
   const int32_t dropped = n_drop * bs;
   seq.n_computed -= dropped;
   seq.n_evicted += dropped;

@@ -9,6 +9,7 @@
 
 #include "core/paged_kv_view.h"
 #include "engine/scheduler.h"
+#include "engine/step_rows.h"
 
 namespace tokamak {
 
@@ -34,10 +35,7 @@ class ModelRunner {
   Model& model_;
   int32_t n_vocab_;
   bool track_attention_;
-  std::vector<int32_t> tokens_;     // (max_batched_tokens)
-  std::vector<int32_t> positions_;  // (max_batched_tokens)
-  std::vector<int64_t> slots_;      // (max_batched_tokens)
-  std::vector<SeqAttention> seqs_;  // (max sequences in a step)
+  StepRows rows_;
   std::vector<int32_t> logit_rows_;
   std::vector<float> logits_;  // (max sampled rows, n_vocab)
 };

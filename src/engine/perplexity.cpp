@@ -8,6 +8,10 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/block_manager.h"
+#include "engine/kv_layout.h"
+#include "engine/sequence.h"
+#include "engine/step_rows.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 #include "model/ragged_batch.h"
@@ -101,23 +105,19 @@ PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> token
   const std::vector<PerplexityWindow> windows =
       perplexity_windows(n_tokens, opts.ctx, opts.resolved_stride());
 
-  // One window's worth of blocks, allocated once: every window starts from position 0 and
-  // overwrites them, as the engine reuses a freed block for a new sequence.
+  // One window's worth of blocks: every window is a sequence of its own from position 0, the
+  // blocks of the last one freed first, as the engine reuses a freed block for a new one.
   const auto window_max = static_cast<int32_t>(std::min<int64_t>(opts.ctx, n_tokens));
-  KVCacheShape shape = model.kv_shape(opts.block_size);
-  shape.dtype = opts.kv_dtype;
   const int32_t bs = opts.block_size;
-  PagedKVCache kv(shape, (window_max + bs - 1) / bs);  // throws for a dtype it cannot store
-  std::vector<int32_t> table;
-  [[maybe_unused]] const bool allocated = kv.pool().allocate(kv.n_blocks(), table);
-  assert(allocated);
+  const int32_t chunk_max = model.max_batch_tokens();
+  const KVLayout layout = kv_layout(model, bs, opts.kv_dtype, opts.kv_hot_window, 1, chunk_max);
+  PagedKVCache kv = layout.make((window_max + bs - 1) / bs);  // throws for what it cannot store
+  BlockManager blocks(kv);
 
   // Buffers for one forward call of at most max_batch_tokens rows.
-  const int32_t chunk_max = model.max_batch_tokens();
   const auto n_vocab = static_cast<size_t>(model.hparams().n_vocab);
-  std::vector<int32_t> positions(static_cast<size_t>(chunk_max));  // (chunk_max)
-  std::vector<int64_t> slots(static_cast<size_t>(chunk_max));      // (chunk_max)
-  std::vector<int32_t> logit_rows;                                 // (<= chunk_max)
+  StepRows rows(chunk_max, 1);
+  std::vector<int32_t> logit_rows;  // (<= chunk_max)
   logit_rows.reserve(static_cast<size_t>(chunk_max));
   std::vector<float> logits(static_cast<size_t>(chunk_max) * n_vocab);  // (rows, n_vocab)
 
@@ -132,33 +132,29 @@ PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> token
     // [first_row, end_row) predict the scored tokens.
     const auto first_row = static_cast<int32_t>(win.score_begin - win.begin - 1);
     const auto end_row = static_cast<int32_t>(win.score_end - win.begin - 1);
+    Sequence seq;
+    seq.tokens.assign(tokens.begin() + win.begin, tokens.begin() + win.end);
+    seq.n_prompt = len;
     for (int32_t start = 0; start < len; start += chunk_max) {
       const int32_t n = std::min(chunk_max, len - start);
+      blocks.allocate(seq, n);
+      rows.clear();
+      rows.add(seq, n, kv, /*track_attention=*/false);
       logit_rows.clear();
       for (int32_t i = 0; i < n; ++i) {
-        const int32_t pos = start + i;
-        positions[static_cast<size_t>(i)] = pos;
-        slots[static_cast<size_t>(i)] =
-            int64_t{table[static_cast<size_t>(pos / bs)]} * bs + pos % bs;
-        if (pos >= first_row && pos < end_row) logit_rows.push_back(i);
+        if (start + i >= first_row && start + i < end_row) logit_rows.push_back(i);
       }
-      const SeqAttention seq{
-          .query_start = 0, .n_query = n, .context_len = start + n, .block_table = table.data()};
       const std::span<float> out = std::span(logits).first(logit_rows.size() * n_vocab);
-      model.forward(RaggedBatch{tokens.subspan(static_cast<size_t>(win.begin + start),
-                                               static_cast<size_t>(n)),
-                                std::span(positions).first(static_cast<size_t>(n)),
-                                std::span(slots).first(static_cast<size_t>(n)),
-                                {&seq, 1},
-                                logit_rows},
-                    kv, out);
+      model.forward(rows.batch(logit_rows), kv, out);
       for (size_t k = 0; k < logit_rows.size(); ++k) {
         const int64_t target = win.begin + start + logit_rows[k] + 1;
         result.nll_sum +=
             token_nll(out.subspan(k * n_vocab, n_vocab), tokens[static_cast<size_t>(target)]);
       }
       result.n_scored += static_cast<int64_t>(logit_rows.size());
+      seq.n_computed += n;
     }
+    blocks.free(seq);
     result.n_evaluated += len;
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (progress) progress(static_cast<int64_t>(w + 1), result);

@@ -55,7 +55,8 @@ struct PerplexityOptions {
   int32_t ctx = 512;                 // tokens per window
   int32_t stride = 0;                // tokens between window starts; 0 = ctx / 2
   int32_t block_size = 16;           // tokens per KV block
-  KVDTypes kv_dtype = KVDType::F16;  // of keys and values
+  KVDTypes kv_dtype = KVDType::F16;  // of keys and values, as asked (engine/kv_layout.h)
+  int32_t kv_hot_window = 0;         // tokens kept in F16 besides the dtype (--kv-hot-window)
 
   int32_t resolved_stride() const { return stride > 0 ? stride : (ctx / 2 > 0 ? ctx / 2 : 1); }
 };

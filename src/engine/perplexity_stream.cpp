@@ -10,7 +10,9 @@
 #include "core/error.h"
 #include "engine/block_manager.h"
 #include "engine/kv_eviction.h"
+#include "engine/kv_layout.h"
 #include "engine/sequence.h"
+#include "engine/step_rows.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 #include "model/ragged_batch.h"
@@ -67,19 +69,17 @@ PerplexityResult compute_stream_perplexity(Model& model, std::span<const int32_t
 
   // The pool holds the bound and no more: blocks cover positions [0, n_computed + chunk).
   const int32_t bs = opts.block_size;
-  KVCacheShape shape = model.kv_shape(bs);
-  shape.dtype = opts.kv_dtype;
-  PagedKVCache kv(shape, static_cast<int32_t>((cache_tokens + bs - 1) / bs));
+  const int32_t chunk = opts.chunk;
+  const KVLayout layout = kv_layout(model, bs, opts.kv_dtype, opts.kv_hot_window, 1, chunk);
+  PagedKVCache kv = layout.make(static_cast<int32_t>((cache_tokens + bs - 1) / bs));
   BlockManager blocks(kv);  // no prefix cache: one sequence, nothing to share
   Sequence seq;
   seq.tokens.reserve(static_cast<size_t>(cache_tokens));
 
   // Buffers for one chunk.
-  const int32_t chunk = opts.chunk;
   const auto n_vocab = static_cast<size_t>(model.hparams().n_vocab);
-  std::vector<int32_t> positions(static_cast<size_t>(chunk));  // (chunk)
-  std::vector<int64_t> slots(static_cast<size_t>(chunk));      // (chunk)
-  std::vector<int32_t> logit_rows;                             // (<= chunk)
+  StepRows rows(chunk, 1);
+  std::vector<int32_t> logit_rows;  // (<= chunk)
   logit_rows.reserve(static_cast<size_t>(chunk));
   std::vector<float> logits(static_cast<size_t>(chunk) * n_vocab);  // (rows, n_vocab)
 
@@ -106,33 +106,14 @@ PerplexityResult compute_stream_perplexity(Model& model, std::span<const int32_t
 
     // The chunk's rows at cache positions n_computed ..; row i scores token begin + i + 1
     // (every row but the text's last one).
+    rows.clear();
+    rows.add(seq, n, kv, policy != nullptr && policy->tracks_attention());
     logit_rows.clear();
     for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = seq.n_computed + i;
-      positions[static_cast<size_t>(i)] = pos;
-      slots[static_cast<size_t>(i)] =
-          int64_t{seq.block_table[static_cast<size_t>(pos / bs)]} * bs + pos % bs;
       if (begin + i + 1 < n_tokens) logit_rows.push_back(i);
     }
-    float* mass = nullptr;
-    if (policy != nullptr && policy->tracks_attention()) {
-      seq.block_mass.resize(seq.block_table.size(), 0.0f);
-      mass = seq.block_mass.data();
-    }
-    const SeqAttention att{.query_start = 0,
-                           .n_query = n,
-                           .context_len = seq.n_computed + n,
-                           .block_table = seq.block_table.data(),
-                           .block_mass = mass};
     const std::span<float> out = std::span(logits).first(logit_rows.size() * n_vocab);
-    model.forward(
-        RaggedBatch{
-            std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(seq.n_computed)),
-            std::span(positions).first(static_cast<size_t>(n)),
-            std::span(slots).first(static_cast<size_t>(n)),
-            {&att, 1},
-            logit_rows},
-        kv, out);
+    model.forward(rows.batch(logit_rows), kv, out);
     for (size_t k = 0; k < logit_rows.size(); ++k) {
       const int64_t target = begin + logit_rows[k] + 1;
       result.nll_sum +=

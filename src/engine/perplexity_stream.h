@@ -33,7 +33,8 @@ class Model;
 struct StreamPerplexityOptions {
   int32_t chunk = 16;                // tokens per forward (the step); 1 .. max_batch_tokens
   int32_t block_size = 16;           // tokens per KV block: the policy's own
-  KVDTypes kv_dtype = KVDType::F16;  // of keys and values
+  KVDTypes kv_dtype = KVDType::F16;  // of keys and values, as asked (engine/kv_layout.h)
+  int32_t kv_hot_window = 0;         // tokens kept in F16 besides the dtype (--kv-hot-window)
 };
 
 // Runs `tokens` through model.forward(RaggedBatch, PagedKVCache&) in chunks, `policy`

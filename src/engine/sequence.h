@@ -44,9 +44,17 @@ struct Sequence {
   // the window erases what it drops, BlockManager::free clears it).
   std::vector<float> block_mass;
 
-  // Swap preemption: the K/V of the blocks it had, in host memory.
+  // Hot window (kv/paged_kv_cache.h, PagedKVCache::hot()): the F16 copies of table entries
+  // [hot_first, hot_first + hot_table.size()), blocks of the hot cache. Empty without one.
+  std::vector<int32_t> hot_table;
+  int32_t hot_first = 0;
+
+  // Swap preemption: the K/V of the blocks it had, in host memory (then those of its hot
+  // copies, n_swapped_hot of them from entry swapped_hot_first on).
   std::vector<uint8_t> swapped_kv;
   int32_t n_swapped_blocks = 0;
+  int32_t n_swapped_hot = 0;
+  int32_t swapped_hot_first = 0;
   int32_t preemptions = 0;
 
   // Prefix cache: the deepest cached node of this sequence's leading full blocks, locked

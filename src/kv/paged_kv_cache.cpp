@@ -108,7 +108,31 @@ PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks)
       k_scales_(
           pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.k, shape.head_dim_k))),
       v_scales_(
-          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))) {}
+          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))) {
+  if (shape.dtype.k == KVDType::Q4C || shape.dtype.v == KVDType::Q4C) {
+    throw Error("KV dtype q4c encodes whole blocks: it needs a hot window");
+  }
+}
+
+PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks, int32_t hot_window_blocks,
+                           int32_t n_hot_blocks)
+    : shape_(checked(shape, n_blocks)),
+      pool_(n_blocks),
+      k_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.k, shape.head_dim_k))),
+      v_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.v, shape.head_dim_v))),
+      k_scales_(
+          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.k, shape.head_dim_k))),
+      v_scales_(
+          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))),
+      hot_window_blocks_(hot_window_blocks) {
+  if (hot_window_blocks < 1) throw Error("a hot window holds at least one block");
+  KVCacheShape hot_shape = shape;
+  hot_shape.dtype = KVDType::F16;
+  hot_ = std::make_unique<PagedKVCache>(hot_shape, n_hot_blocks);
+}
+
+PagedKVCache::~PagedKVCache() = default;
+PagedKVCache::PagedKVCache(PagedKVCache&&) noexcept = default;
 
 PagedKVCache::BlockBytes PagedKVCache::block_bytes(int32_t layer, int32_t block) const {
   assert(layer >= 0 && layer < shape_.n_layer);
@@ -140,6 +164,13 @@ PagedKVView PagedKVCache::layer(int32_t layer) const {
   view.n_head_kv = shape_.n_head_kv;
   view.head_dim_k = shape_.head_dim_k;
   view.head_dim_v = shape_.head_dim_v;
+  if (hot_) {
+    const PagedKVView h = hot_->layer(layer);
+    view.hot_k = h.k;
+    view.hot_v = h.v;
+    view.hot_n_blocks = h.n_blocks;
+    view.hot_window_blocks = hot_window_blocks_;
+  }
   return view;
 }
 

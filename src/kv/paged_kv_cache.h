@@ -18,9 +18,17 @@
 // Memory per token = 2 (K and V) x n_layer x n_head_kv x head_dim x bytes per element (2
 // for F16), plus the scales of quantized dtypes spread over the block's tokens: the figure
 // bytes_per_token() gives and `tokamak serve` prints at start-up.
+//
+// The hot window (optional; engine/hot_window.h): a second, F16 cache (hot()) of its own
+// blocks keeps each running sequence's newest hot_window_blocks() blocks, and the block
+// being filled, at full precision, and attention reads them from there; the main pool then
+// holds only whole blocks, each encoded once, when it fills, from its hot copy. That is
+// what lets keys be quantized per channel across a block's tokens (KVDType::Q4C), and what
+// keeps the most recent tokens exact under any quantized dtype (hot/cold).
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -51,15 +59,34 @@ struct KVCacheShape {
 
 class PagedKVCache {
  public:
-  // Throws Error for a shape with a non-positive field or a pool too large to address.
+  // Throws Error for a shape with a non-positive field or a pool too large to address, or
+  // for keys in Q4C (whole blocks only: they need a hot window).
   PagedKVCache(const KVCacheShape& shape, int32_t n_blocks);
+  // With a hot window of hot_window_blocks >= 1 blocks per sequence and an F16 cache of
+  // n_hot_blocks blocks for the hot copies.
+  PagedKVCache(const KVCacheShape& shape, int32_t n_blocks, int32_t hot_window_blocks,
+               int32_t n_hot_blocks);
+  ~PagedKVCache();
+  PagedKVCache(PagedKVCache&&) noexcept;
+
+  // The F16 cache of hot copies, or null without a hot window.
+  PagedKVCache* hot() { return hot_.get(); }
+  const PagedKVCache* hot() const { return hot_.get(); }
+  // Blocks of each sequence, besides the one being filled, that attention reads from hot()
+  // (0: no hot window). A query at position p reads blocks [0, c) from this cache and the
+  // rest from hot(), c = max(0, p / block_size - hot_window_blocks + 1).
+  int32_t hot_window_blocks() const { return hot_window_blocks_; }
 
   const KVCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
   KVDTypes dtype() const { return shape_.dtype; }
   double bytes_per_token() const { return shape_.bytes_per_token(); }
-  size_t total_bytes() const { return k_.size() + v_.size() + k_scales_.size() + v_scales_.size(); }
+  // Bytes of every pool, the hot copies' included.
+  size_t total_bytes() const {
+    return k_.size() + v_.size() + k_scales_.size() + v_scales_.size() +
+           (hot_ ? hot_->total_bytes() : 0);
+  }
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -90,6 +117,8 @@ class PagedKVCache {
   AlignedBuffer<uint8_t> v_;         // (n_layer, n_blocks, n_head_kv, block_size, v row bytes)
   AlignedBuffer<uint8_t> k_scales_;  // (n_layer, n_blocks, n_head_kv, k tile scale bytes)
   AlignedBuffer<uint8_t> v_scales_;  // (n_layer, n_blocks, n_head_kv, v tile scale bytes)
+  int32_t hot_window_blocks_ = 0;
+  std::unique_ptr<PagedKVCache> hot_;  // F16, same layers and heads; null: no hot window
 };
 
 }  // namespace tokamak

@@ -1,5 +1,6 @@
 #include "model/ragged_batch.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -24,6 +25,17 @@ void validate_ragged_batch(const RaggedBatch& batch, const PagedKVCache& kv, con
     throw Error("forward: the KV cache was not made for this model");
   }
   const int64_t bs = shape.block_size;
+  const PagedKVCache* hot = kv.hot();
+  if (hot != nullptr && batch.hot_slots.size() != n) {
+    throw Error("forward: a cache with a hot window needs a hot slot per token");
+  }
+  for (const KVBlockEncode& f : batch.filled) {
+    if (hot == nullptr || f.hot < 0 || f.hot >= hot->n_blocks() || f.main < 0 ||
+        f.main >= kv.n_blocks()) {
+      throw Error("forward: a filled block outside the pools, or no hot window");
+    }
+  }
+  const int32_t window = kv.hot_window_blocks();
   size_t row = 0;
   for (const SeqAttention& s : batch.seqs) {
     if (s.query_start != static_cast<int64_t>(row) || s.n_query < 1 || s.context_len < s.n_query ||
@@ -43,6 +55,26 @@ void validate_ragged_batch(const RaggedBatch& batch, const PagedKVCache& kv, con
       if (batch.slots[row] != block * bs + pos % bs) {
         throw Error("forward: slot of row " + std::to_string(row) +
                     " does not match its block table");
+      }
+      if (hot != nullptr) {
+        // Every entry this query reads hot, its own included, has a hot copy.
+        const int64_t first_hot = std::max<int64_t>(0, pos / bs - window + 1);
+        const int64_t n_hot = static_cast<int64_t>(pos / bs) - s.hot_first + 1;
+        if (s.hot_block_table == nullptr || first_hot < s.hot_first || n_hot < 1) {
+          throw Error("forward: the hot copies do not cover the blocks row " +
+                      std::to_string(row) + " reads hot");
+        }
+        for (int64_t e = first_hot; e <= pos / bs; ++e) {
+          const int32_t h = s.hot_block_table[e - s.hot_first];
+          if (h < 0 || h >= hot->n_blocks()) {
+            throw Error("forward: hot block id " + std::to_string(h) + " outside the hot pool");
+          }
+        }
+        const int32_t own = s.hot_block_table[pos / bs - s.hot_first];
+        if (batch.hot_slots[row] != own * bs + pos % bs) {
+          throw Error("forward: hot slot of row " + std::to_string(row) +
+                      " does not match its hot table");
+        }
       }
       if (batch.tokens[row] < 0 || batch.tokens[row] >= hp.n_vocab) {
         throw Error("forward: token id " + std::to_string(batch.tokens[row]) +

@@ -30,6 +30,11 @@ struct RaggedBatch {
   std::span<const int64_t> slots;       // (n_tokens) where each token's K/V are written
   std::span<const SeqAttention> seqs;   // in row order, covering [0, n_tokens) exactly
   std::span<const int32_t> logit_rows;  // ascending rows whose logits are wanted
+  // Hot window only (PagedKVCache::hot()), else empty: where each token's K/V are written in
+  // the hot copies (the main pool gets whole blocks only), and the blocks the batch fills,
+  // to be encoded from their hot copies into the main pool.
+  std::span<const int64_t> hot_slots = {};     // (n_tokens)
+  std::span<const KVBlockEncode> filled = {};  // blocks whose last row is in this batch
 };
 
 // Throws Error unless: 1 <= n_tokens <= max_tokens; positions, slots and seqs are mutually

@@ -1,12 +1,13 @@
 #include "ops/cpu_ops.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
@@ -347,6 +348,45 @@ void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const in
   });
 }
 
+namespace {
+
+// A hot tile's F16 elements as floats (a block's worth, once per block filled).
+void f16_rows_to_f32(const uint8_t* src, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    out[i] = fp16_to_f32(h);
+  }
+}
+
+}  // namespace
+
+void CpuOps::encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
+                              std::span<const KVBlockEncode> blocks) {
+  assert(hot.dtypes == KVDTypes(KVDType::F16) && hot.block_size == main.block_size &&
+         hot.n_head_kv == main.n_head_kv && hot.head_dim_k == main.head_dim_k &&
+         hot.head_dim_v == main.head_dim_v);
+  const int32_t bs = main.block_size;
+  const int32_t dk = main.head_dim_k;
+  const int32_t dv = main.head_dim_v;
+  // Items (block, KV head); each encodes whole K and V tiles of its own.
+  const int64_t items = static_cast<int64_t>(blocks.size()) * main.n_head_kv;
+  for_rows(items, int64_t{bs} * (dk + dv) * 8, [&](int64_t i0, int64_t i1) {
+    std::vector<float> rows(static_cast<size_t>(bs) * std::max(dk, dv));  // (bs, head dim)
+    for (int64_t i = i0; i < i1; ++i) {
+      const KVBlockEncode& b = blocks[static_cast<size_t>(i / main.n_head_kv)];
+      const auto h = static_cast<int32_t>(i % main.n_head_kv);
+      assert(b.hot >= 0 && b.hot < hot.n_blocks && b.main >= 0 && b.main < main.n_blocks);
+      f16_rows_to_f32(hot.k_tile(b.hot, h), int64_t{bs} * dk, rows.data());
+      cpu::kv_write_tile(main.dtypes.k, rows.data(), bs, dk, main.k_tile(b.main, h),
+                         main.k_tile_scales(b.main, h));
+      f16_rows_to_f32(hot.v_tile(b.hot, h), int64_t{bs} * dv, rows.data());
+      cpu::kv_write_tile(main.dtypes.v, rows.data(), bs, dv, main.v_tile(b.main, h),
+                         main.v_tile_scales(b.main, h));
+    }
+  });
+}
+
 void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks,
                            int32_t first_row, int32_t n_rows, int32_t delta,
                            const RopeParams& rope) {
@@ -358,6 +398,31 @@ void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> block
   const cpu::RopeConfig cfg{rope.n_rot, rope.freq_base, rope.freq_scale};
   float cos_sin[cpu::kMaxHeadDim];
   cpu::rope_cos_sin(cfg, delta, cos_sin);
+  if (!kv_dtype_writes_rows(kv.dtypes.k)) {
+    // Keys encoded per block (q4c): whole tiles, decoded, rotated and encoded again. Rows
+    // past n_rows in the last block are not computed yet (their block is encoded when it
+    // fills, from its hot copy); they go through as they are.
+    assert(first_row % kv.block_size == 0);
+    const int32_t first_block = first_row / kv.block_size;
+    const int32_t n_tiles = (first_row + n_rows + kv.block_size - 1) / kv.block_size - first_block;
+    const int64_t tiles = int64_t{n_tiles} * kv.n_head_kv;  // (block, head)
+    for_rows(tiles, int64_t{dk} * kv.block_size * 16, [&](int64_t i0, int64_t i1) {
+      std::vector<float> rows(static_cast<size_t>(kv.block_size) * dk);  // (block_size, dk)
+      for (int64_t i = i0; i < i1; ++i) {
+        const int32_t block = blocks[static_cast<size_t>(first_block + i / kv.n_head_kv)];
+        const auto h = static_cast<int32_t>(i % kv.n_head_kv);
+        uint8_t* tile = kv.k_tile(block, h);
+        uint8_t* scales = kv.k_tile_scales(block, h);
+        for (int32_t r = 0; r < kv.block_size; ++r) {
+          float* row = rows.data() + static_cast<size_t>(r) * dk;
+          cpu::kv_decode_row(kv.dtypes.k, tile, scales, dk, r, row);
+          cpu::rope_apply(row, 1, dk, rope.n_rot, cos_sin);
+        }
+        cpu::kv_write_tile(kv.dtypes.k, rows.data(), kv.block_size, dk, tile, scales);
+      }
+    });
+    return;
+  }
   const int64_t items = int64_t{n_rows} * kv.n_head_kv;  // (row, head)
   for_rows(items, int64_t{dk} * 16, [&](int64_t i0, int64_t i1) {
     float row[cpu::kMaxHeadDim];
@@ -425,6 +490,10 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
 
   const auto* qp = q.ptr<const float>();
   const int64_t q_row = int64_t{p.n_head} * p.head_dim_k;  // floats between query rows
+  // Hot window: each query reads its first cold_blocks(position) blocks from the main pool
+  // and the rest from the hot copies.
+  const bool hot_window = kv.hot_window_blocks > 0;
+  const PagedKVView hot = hot_window ? kv.hot_view() : PagedKVView{};
   for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {
     // The sequence of item i0, by a walk over the (few) sequences: no storage per call.
     size_t si = 0;
@@ -459,6 +528,29 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
       a.head_dim_k = p.head_dim_k;
       a.head_dim_v = p.head_dim_v;
       a.scale = p.scale;
+      if (hot_window) {
+        const int32_t cold = kv.cold_blocks(a.n_kv - 1);
+        assert(cold >= s.hot_first && s.hot_block_table != nullptr);
+        a.n_cold = int64_t{cold} * kv.block_size;
+        a.cold_dtypes = kv.dtypes;
+        a.cold_k = a.k;
+        a.cold_v = a.v;
+        a.cold_k_block_stride = a.k_block_stride;
+        a.cold_v_block_stride = a.v_block_stride;
+        a.cold_k_scales = a.k_scales;
+        a.cold_v_scales = a.v_scales;
+        a.cold_k_scale_block_stride = a.k_scale_block_stride;
+        a.cold_v_scale_block_stride = a.v_scale_block_stride;
+        a.cold_block_table = s.block_table;
+        a.dtypes = KVDType::F16;
+        a.k = hot.k_tile(0, hk);
+        a.v = hot.v_tile(0, hk);
+        a.k_block_stride = static_cast<int64_t>(hot.k_block_stride());
+        a.v_block_stride = static_cast<int64_t>(hot.v_block_stride());
+        a.k_scales = a.v_scales = nullptr;
+        a.k_scale_block_stride = a.v_scale_block_stride = 0;
+        a.block_table = s.hot_block_table + (cold - s.hot_first);
+      }
       if (mass_offsets_[si] < 0) {
         cpu::paged_attention(kt_, a);
         continue;

@@ -34,6 +34,8 @@ class CpuOps final : public Ops {
                  const Tensor& out) override;
   void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                       const PagedKVView& kv) override;
+  void encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
+                        std::span<const KVBlockEncode> blocks) override;
   void shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks, int32_t first_row,
                      int32_t n_rows, int32_t delta, const RopeParams& rope) override;
   void paged_attention(const Tensor& q, const PagedKVView& kv, std::span<const SeqAttention> seqs,

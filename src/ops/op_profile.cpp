@@ -53,6 +53,10 @@ class ProfiledOps final : public Ops {
     timed(ProfiledOp::ShiftPagedK,
           [&] { inner_->shift_paged_k(kv, blocks, first_row, n_rows, delta, rope); });
   }
+  void encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
+                        std::span<const KVBlockEncode> blocks) override {
+    timed(ProfiledOp::WritePagedKV, [&] { inner_->encode_kv_blocks(hot, main, blocks); });
+  }
   void paged_attention(const Tensor& q, const PagedKVView& kv, std::span<const SeqAttention> seqs,
                        const AttentionParams& params, const Tensor& out) override {
     timed(ProfiledOp::PagedAttention, [&] { inner_->paged_attention(q, kv, seqs, params, out); });

@@ -90,6 +90,13 @@ class Ops {
   virtual void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                               const PagedKVView& kv) = 0;
 
+  // Hot window (kv/paged_kv_cache.h): each listed block's F16 hot copy (all block_size rows,
+  // every KV head, keys and values) encoded into its block of `main`, in main's dtypes, whole
+  // (KVDType::Q4C keys are quantized per channel across the block's rows). Distinct main
+  // blocks; any order and split give the same bytes.
+  virtual void encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
+                                std::span<const KVBlockEncode> blocks) = 0;
+
   // Moves cached keys by `delta` positions: rows [first_row, first_row + n_rows) of the
   // blocks listed (in order, block_size rows each) have their keys, RoPE'd at position p,
   // re-rotated to p + delta (rotations compose: R(delta) R(p) = R(p + delta)), for every KV

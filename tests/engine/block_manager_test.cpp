@@ -1,13 +1,16 @@
 // BlockManager with no model: how many blocks a sequence's next tokens need, how many tokens
 // the free blocks hold, swapping a sequence's K/V to host memory and back (data intact, host
-// bytes accounted and given back), and the host limit.
+// bytes accounted and given back), and the host limit; with a hot window, which entries have
+// hot copies, and that forks and swaps keep them.
 
 #include "engine/block_manager.h"
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/sequence.h"
 #include "kv/paged_kv_cache.h"
 
@@ -180,6 +183,120 @@ TEST(BlockManagerTest, SwapSharesTheHostTiersBudget) {
   bm.free(b);
   bm.clear_prefix_cache();
   EXPECT_EQ(bm.pool().n_used(), 0);
+}
+
+// ---- Hot window (kv/paged_kv_cache.h): F16 copies of each sequence's newest blocks.
+
+KVCacheShape int8_shape() {
+  KVCacheShape s = shape();
+  s.dtype = KVDType::Int8;
+  return s;
+}
+
+// Which table entries seq holds hot copies of, [first, end).
+std::pair<int32_t, int32_t> hot_range(const Sequence& s) {
+  return {s.hot_first, s.hot_first + static_cast<int32_t>(s.hot_table.size())};
+}
+
+TEST(BlockManagerHotTest, CopiesCoverWhatTheStepReadsHotAndNoMore) {
+  PagedKVCache kv(int8_shape(), 32, /*hot_window_blocks=*/2, /*n_hot_blocks=*/16);
+  BlockManager bm(kv);
+  Sequence s = make_seq(40);
+  // A 10-token chunk from 0: entries 0..2 are written; all are read hot.
+  bm.allocate(s, 10);
+  EXPECT_EQ(hot_range(s), std::make_pair(0, 3));
+  s.n_computed = 10;
+  // A 9-token chunk from 10 (entries 2..4): queries in entry 4 read entries 3, 4 hot and
+  // the first query (entry 2) reads 1, 2: the copy of entry 0 goes back.
+  bm.allocate(s, 9);
+  EXPECT_EQ(hot_range(s), std::make_pair(1, 5));
+  s.n_computed = 19;
+  // Decode at 19 (entry 4): entries 3 and 4.
+  bm.allocate(s, 1);
+  EXPECT_EQ(hot_range(s), std::make_pair(3, 5));
+  EXPECT_EQ(kv.hot()->pool().n_used(), 2);
+  s.n_computed = 20;
+  bm.allocate(s, 1);  // entry 5 starts: 4 and 5
+  EXPECT_EQ(hot_range(s), std::make_pair(4, 6));
+  bm.free(s);
+  EXPECT_EQ(kv.hot()->pool().n_used(), 0);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+  EXPECT_TRUE(s.hot_table.empty());
+}
+
+// Writes, for every layer, F16 K and V values naming token t into seq's hot copies.
+void write_hot(PagedKVCache& kv, const Sequence& s, int32_t from, int32_t to) {
+  const int32_t bs = kv.block_size();
+  for (int32_t l = 0; l < kv.shape().n_layer; ++l) {
+    const PagedKVView view = kv.hot()->layer(l);
+    for (int32_t t = from; t < to; ++t) {
+      const int32_t b = s.hot_table[size_t(t / bs - s.hot_first)];
+      auto* k = reinterpret_cast<uint16_t*>(view.k_tile(b, 0)) + (t % bs) * 4;
+      for (int d = 0; d < 4; ++d) k[d] = uint16_t(l * 1000 + t * 10 + d);
+    }
+  }
+}
+
+void expect_hot(const PagedKVCache& kv, const Sequence& s, int32_t from, int32_t to) {
+  const int32_t bs = kv.block_size();
+  for (int32_t l = 0; l < kv.shape().n_layer; ++l) {
+    const PagedKVView view = kv.hot()->layer(l);
+    for (int32_t t = from; t < to; ++t) {
+      const int32_t b = s.hot_table[size_t(t / bs - s.hot_first)];
+      const auto* k = reinterpret_cast<const uint16_t*>(view.k_tile(b, 0)) + (t % bs) * 4;
+      for (int d = 0; d < 4; ++d) {
+        ASSERT_EQ(k[d], uint16_t(l * 1000 + t * 10 + d)) << "layer " << l << " token " << t;
+      }
+    }
+  }
+}
+
+TEST(BlockManagerHotTest, SwapCarriesTheHotCopiesAndForksGetTheirOwn) {
+  PagedKVCache kv(int8_shape(), 32, 2, 16);
+  BlockManager bm(kv);
+  Sequence s = make_seq(40);
+  bm.allocate(s, 14);  // entries 0..3, all hot
+  write_hot(kv, s, 0, 14);
+  s.n_computed = 14;
+  bm.allocate(s, 1);  // decode at 14: entries 2, 3
+  ASSERT_EQ(hot_range(s), std::make_pair(2, 4));
+
+  Sequence child = make_seq(40);
+  child.n_computed = 14;
+  bm.share(s, child);
+  EXPECT_EQ(hot_range(child), hot_range(s));
+  EXPECT_NE(child.hot_table, s.hot_table) << "hot copies are written: a fork needs its own";
+  expect_hot(kv, child, 8, 14);
+
+  const int32_t hot_used = kv.hot()->pool().n_used();
+  ASSERT_TRUE(bm.swap_out(s, 1 << 20));
+  EXPECT_TRUE(s.hot_table.empty());
+  EXPECT_EQ(kv.hot()->pool().n_used(), hot_used - 2);
+  EXPECT_GT(bm.swapped_bytes(), size_t(4) * kv.shape().bytes_per_block());
+  bm.allocate(s, 1);  // back in, then the decode at 14
+  EXPECT_EQ(hot_range(s), std::make_pair(2, 4));
+  expect_hot(kv, s, 8, 14);
+  EXPECT_EQ(bm.swapped_bytes(), 0u);
+  bm.free(s);
+  bm.free(child);
+  EXPECT_EQ(kv.hot()->pool().n_used(), 0);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+}
+
+TEST(BlockManagerHotTest, HotCacheSizeCoversEveryRunningSequence) {
+  // max_seqs x (window + the block being filled + one a step may start) + a step's blocks.
+  EXPECT_EQ(BlockManager::hot_blocks_needed(1, 16, 4, 64), 4 * 3 + 4);
+  EXPECT_EQ(BlockManager::hot_blocks_needed(16, 16, 2, 33), 2 * 18 + 3);
+}
+
+TEST(BlockManagerHotTest, Q4CKeysNeedAHotWindow) {
+  KVCacheShape s = shape();
+  s.dtype = KVDTypes(KVDType::Q4C, KVDType::Q4);
+  s.head_dim_k = s.head_dim_v = 32;
+  EXPECT_THROW(PagedKVCache(s, 8), Error);
+  const PagedKVCache kv(s, 8, 1, 4);
+  EXPECT_EQ(kv.hot()->dtype(), KVDTypes(KVDType::F16));
+  EXPECT_EQ(kv.hot_window_blocks(), 1);
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 // prefix came from the prefix cache or was computed (the solo oracle runs with the cache
 // off). On a synthetic model over many engine configurations, and on the default model for
 // a few. Every KV dtype too, against a solo run in the same dtype: a token's stored K/V
-// depends on its own values only (core/kv_dtype.h), so nothing else may matter.
+// depends on its own values only (core/kv_dtype.h), so nothing else may matter; except q4
+// keys, stored per channel across a block's tokens (KVDType::Q4C), which depend on the block
+// size as well, and a hot window decides which blocks a query reads encoded: their solo run
+// has the same block size and hot window.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "engine/kv_layout.h"
 #include "engine_test_util.h"
 
 namespace tokamak {
@@ -38,6 +42,7 @@ struct Config {
   bool prefix_cache = true;
   SchedulePolicy policy = SchedulePolicy::Fcfs;
   KVDTypes kv_dtype = KVDType::F16;  // the solo oracle uses the same dtypes
+  int32_t hot_window = 0;            // kv_hot_window tokens; the solo oracle uses the same
 };
 
 // The workload's longest sequence has 136 tokens: a pool of 2 x 136 holds about two. With
@@ -88,6 +93,13 @@ const Config kConfigs[] = {
      KVDTypes(KVDType::Int8, KVDType::Q4)},
     {"Q4_NoPrefixCache_TinyPoolRecompute_Chunk64_Block16", 16, 64, true, kTiny, kRecompute, 64, 0,
      false, kFcfs, KVDType::Q4},
+    // Hot windows wider than a block (hot/cold; the prefix cache off, as they require).
+    {"Int8Hot48_NoPrefixCache_TinyPoolSwap_Chunk7_Block16", 16, 7, true, kTinier, kSwap, 64, 0,
+     false, kFcfs, KVDType::Int8, 48},
+    {"Q4Hot64_NoPrefixCache_TinyPoolRecompute_Chunk64_Block16", 16, 64, true, kTiny, kRecompute,
+     64, 0, false, kFcfs, KVDType::Q4, 64},
+    {"Q4Hot8_NoPrefixCache_Chunk16_Block4", 4, 16, true, 0, kRecompute, 64, 0, false, kFcfs,
+     KVDType::Q4, 8},
 };
 
 using test::Arrivals;
@@ -107,6 +119,7 @@ EngineOptions options_for(const Config& c, const Model& model) {
   o.prefix_caching = c.prefix_cache;
   o.schedule_policy = c.policy;
   o.kv_dtype = c.kv_dtype;
+  o.kv_hot_window = c.hot_window;
   if (c.swap_blocks > 0) {
     KVCacheShape shape = model.kv_shape(c.block_size);
     shape.dtype = c.kv_dtype;
@@ -141,21 +154,32 @@ std::vector<Arrival> workload(Arrivals arrivals, int32_t vocab) {
 
 class EngineInvarianceTest : public ::testing::TestWithParam<std::tuple<Config, Arrivals>> {
  protected:
-  static void SetUpTestSuite() {
-    model_ = test::load_synthetic(test::small_spec());
-    // Every request alone, in a roomy engine with the default block size and chunking, and
-    // no prefix cache, for each KV dtype.
-    for (KVDTypes dtype :
-         {KVDTypes(KVDType::F16), KVDTypes(KVDType::BF16), KVDTypes(KVDType::Int8),
-          KVDTypes(KVDType::Fp8), KVDTypes(KVDType::Q4), KVDTypes(KVDType::Int8, KVDType::Q4)}) {
+  static void SetUpTestSuite() { model_ = test::load_synthetic(test::small_spec()); }
+  // Request `id` alone, in a roomy engine with the default chunking and no prefix cache, in
+  // the config's KV dtypes, with its block size and hot window where they change what is
+  // stored (q4 keys are encoded per block, and a hot window decides which blocks are read
+  // encoded); computed once per such engine.
+  static const test::SampleResult& solo(const Config& c, uint64_t id) {
+    const int32_t hot = hot_window_blocks(c.block_size, c.kv_dtype, c.hot_window);
+    const bool per_block = hot > 0;
+    const std::string key =
+        kv_dtypes_name(c.kv_dtype) +
+        (per_block ? " block " + std::to_string(c.block_size) + " hot " + std::to_string(hot)
+                   : std::string());
+    if (!solo_.contains({key, id})) {
       EngineOptions o = test::no_cache_options();
-      o.kv_dtype = dtype;
-      EngineCore solo(*model_->model, *model_->tok, o);
+      o.kv_dtype = c.kv_dtype;
+      if (per_block) {
+        o.block_size = c.block_size;
+        o.kv_hot_window = c.hot_window;
+      }
+      EngineCore engine(*model_->model, *model_->tok, o);
       for (const Arrival& a : workload(Arrivals::Staggered, model_->tok->n_vocab())) {
-        solo_[{kv_dtypes_name(dtype), a.id}] = test::run_alone(solo, a.request, a.id);
-        test::expect_all_free(solo);
+        solo_[{key, a.id}] = test::run_alone(engine, a.request, a.id);
+        test::expect_all_free(engine);
       }
     }
+    return solo_.at({key, id});
   }
   static void TearDownTestSuite() {
     solo_.clear();
@@ -181,7 +205,7 @@ TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   int64_t sample_preemptions = 0;
   for (const Arrival& a : work) {
     prompt_tokens += int64_t(a.request.prompt.size());
-    const test::SampleResult& solo = solo_.at({kv_dtypes_name(config.kv_dtype), a.id});
+    const test::SampleResult& solo = EngineInvarianceTest::solo(config, a.id);
     ASSERT_TRUE(solo.finish.has_value());
     for (int32_t i = 0; i < a.request.n; ++i) {
       const test::SampleResult& s = r.log.at(a.id, i);

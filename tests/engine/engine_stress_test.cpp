@@ -106,6 +106,15 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
     const int64_t sink = (o.kv_sink + o.block_size - 1) / o.block_size * o.block_size;
     pool_tokens = std::max(pool_tokens, sink + o.kv_window + o.block_size + o.max_batched_tokens);
   }
+  // A hot window for some quantized seeds (kv/paged_kv_cache.h): one block with the prefix
+  // cache (wider ones need it off), within the sliding window's recent tokens.
+  if (o.kv_dtype.v != KVDType::F16 && chance(0.4)) {
+    o.kv_hot_window = int32_t(uniform(1, 48));
+    if (o.prefix_caching) o.kv_hot_window = std::min(o.kv_hot_window, o.block_size);
+    if (o.kv_window > 0) {
+      o.kv_hot_window = std::min(o.kv_hot_window, o.kv_window / o.block_size * o.block_size);
+    }
+  }
   o.kv_budget = KVBudget::tokens(pool_tokens);
   KVCacheShape shape = m.model->kv_shape(o.block_size);
   shape.dtype = o.kv_dtype;
@@ -135,7 +144,8 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
                << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
                << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy) << ", kv "
-               << kv_dtypes_name(o.kv_dtype) << ", kv window " << o.kv_window << ", host tier "
+               << kv_dtypes_name(o.kv_dtype) << ", kv window " << o.kv_window << ", hot window "
+               << o.kv_hot_window << ", host tier "
                << o.kv_tiers.host_bytes << " B, disk tier " << o.kv_tiers.disk_bytes << " B");
 
   EngineCore core(*m.model, *m.tok, o);
@@ -243,6 +253,10 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   // cache and the same KV dtype.
   EngineOptions solo_options = test::no_cache_options();
   solo_options.kv_dtype = o.kv_dtype;
+  // q4 keys are encoded per block, and a hot window decides which blocks are read encoded:
+  // both change what a token sees (kv/paged_kv_cache.h), so the solo run shares them.
+  solo_options.block_size = o.block_size;
+  solo_options.kv_hot_window = o.kv_hot_window;
   EngineCore solo_core(*m.model, *m.tok, solo_options);
   for (const auto& [id, r] : requests) {
     for (int32_t i = 0; i < r.n; ++i) {

@@ -210,6 +210,30 @@ TEST(Perplexity, WindowsLargerThanOneForwardCallRunInChunks) {
   }
 }
 
+// A hot window (kv/paged_kv_cache.h) covering every window keeps every token a query reads
+// in F16: any quantized dtype then scores exactly as the F16 cache does. Narrower ones read
+// older blocks encoded (q4 keys per channel), in between the F16 and the plain dtype; q4
+// with its one-block window and chunked windows gives the same bits as one call per window.
+TEST(Perplexity, HotWindowKeepsTheNewestTokensExact) {
+  auto chunked = load_synthetic(small_spec(), /*threads=*/2, /*max_batch_tokens=*/8);
+  auto m = load_synthetic(small_spec(), /*threads=*/2);
+  const auto tokens = random_prompt(14, 120, m->model->hparams().n_vocab);
+  const PerplexityOptions f16{.ctx = 48, .stride = 24};
+  const double exact = compute_perplexity(*m->model, tokens, f16).nll_sum;
+  for (KVDTypes dtype : {KVDTypes(KVDType::Int8), KVDTypes(KVDType::Q4),
+                         KVDTypes(KVDType::Int8, KVDType::Q4)}) {
+    SCOPED_TRACE(kv_dtypes_name(dtype));
+    PerplexityOptions o = f16;
+    o.kv_dtype = dtype;
+    o.kv_hot_window = 48;
+    EXPECT_EQ(compute_perplexity(*m->model, tokens, o).nll_sum, exact);
+    o.kv_hot_window = 16;
+    const double narrow = compute_perplexity(*m->model, tokens, o).nll_sum;
+    EXPECT_NE(narrow, exact) << "nothing was read encoded";
+    EXPECT_EQ(compute_perplexity(*chunked->model, tokens, o).nll_sum, narrow);
+  }
+}
+
 TEST(Perplexity, ProgressAfterEveryWindow) {
   auto m = load_synthetic(small_spec(), /*threads=*/2);
   const auto tokens = random_prompt(13, 60, m->model->hparams().n_vocab);

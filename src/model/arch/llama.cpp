@@ -182,7 +182,14 @@ void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<f
   run(batch.tokens, batch.positions, batch.logit_rows, logits,
       [&](int32_t l, const Tensor& q_heads, const Tensor& k, const Tensor& v, const Tensor& att) {
         const PagedKVView layer = kv.layer(l);
-        ops.write_paged_kv(k, v, batch.slots, layer);
+        if (layer.hot_window_blocks > 0) {
+          // Rows go to the hot copies; the blocks they fill are encoded into the main pool.
+          const PagedKVView hot = layer.hot_view();
+          ops.write_paged_kv(k, v, batch.hot_slots, hot);
+          ops.encode_kv_blocks(hot, layer, batch.filled);
+        } else {
+          ops.write_paged_kv(k, v, batch.slots, layer);
+        }
         ops.paged_attention(q_heads, layer, batch.seqs, attn, att);
       });
 }

@@ -35,8 +35,10 @@ void check_shape(const KVCacheShape& s) {
   check_positive(s.head_dim_v, "head_dim_v");
   check_positive(s.block_size, "block_size");
   if (!kv_dtype_supports(s.dtype.k, s.head_dim_k) || !kv_dtype_supports(s.dtype.v, s.head_dim_v)) {
-    throw Error(fmt::format("KV dtype {} needs head dims that are multiples of {}, got {} and {}",
-                            kv_dtypes_name(s.dtype), kKVQ4Group, s.head_dim_k, s.head_dim_v));
+    // q4 needs whole groups of 32 elements, q4c (per-channel keys) multiples of 8.
+    throw Error(fmt::format(
+        "KV dtype {} cannot store head dims {} and {} (q4 needs multiples of {}, q4c of 8)",
+        kv_dtypes_name(s.dtype), s.head_dim_k, s.head_dim_v, kKVQ4Group));
   }
 }
 
@@ -101,18 +103,7 @@ double KVCacheShape::bytes_per_token() const {
 }
 
 PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks)
-    : shape_(checked(shape, n_blocks)),
-      pool_(n_blocks),
-      k_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.k, shape.head_dim_k))),
-      v_(pool_bytes(shape, n_blocks, block_row_bytes(shape, shape.dtype.v, shape.head_dim_v))),
-      k_scales_(
-          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.k, shape.head_dim_k))),
-      v_scales_(
-          pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))) {
-  if (shape.dtype.k == KVDType::Q4C || shape.dtype.v == KVDType::Q4C) {
-    throw Error("KV dtype q4c encodes whole blocks: it needs a hot window");
-  }
-}
+    : PagedKVCache(shape, n_blocks, 0, 0) {}
 
 PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks, int32_t hot_window_blocks,
                            int32_t n_hot_blocks)
@@ -125,7 +116,13 @@ PagedKVCache::PagedKVCache(const KVCacheShape& shape, int32_t n_blocks, int32_t 
       v_scales_(
           pool_bytes(shape, n_blocks, block_scale_bytes(shape, shape.dtype.v, shape.head_dim_v))),
       hot_window_blocks_(hot_window_blocks) {
-  if (hot_window_blocks < 1) throw Error("a hot window holds at least one block");
+  if (hot_window_blocks < 0) throw Error("a hot window cannot hold a negative number of blocks");
+  if (hot_window_blocks == 0) {
+    if (!kv_dtype_writes_rows(shape.dtype.k) || !kv_dtype_writes_rows(shape.dtype.v)) {
+      throw Error("KV dtype q4c encodes whole blocks: it needs a hot window");
+    }
+    return;
+  }
   KVCacheShape hot_shape = shape;
   hot_shape.dtype = KVDType::F16;
   hot_ = std::make_unique<PagedKVCache>(hot_shape, n_hot_blocks);

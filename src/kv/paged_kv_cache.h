@@ -62,8 +62,8 @@ class PagedKVCache {
   // Throws Error for a shape with a non-positive field or a pool too large to address, or
   // for keys in Q4C (whole blocks only: they need a hot window).
   PagedKVCache(const KVCacheShape& shape, int32_t n_blocks);
-  // With a hot window of hot_window_blocks >= 1 blocks per sequence and an F16 cache of
-  // n_hot_blocks blocks for the hot copies.
+  // With a hot window of hot_window_blocks blocks per sequence (0: none, as above) and an
+  // F16 cache of n_hot_blocks blocks for the hot copies.
   PagedKVCache(const KVCacheShape& shape, int32_t n_blocks, int32_t hot_window_blocks,
                int32_t n_hot_blocks);
   ~PagedKVCache();

@@ -97,10 +97,19 @@ TEST(CmdPerplexity, BadStreamFlags) {
   EXPECT_TRUE(contains(e({"--kv-window", "64", "--kv-sink", "-1"}), "--kv-sink must be in"));
   EXPECT_TRUE(contains(e({"--chunk", "8"}), "--chunk applies to the streaming mode"));
   EXPECT_TRUE(contains(e({"--kv-window", "64", "--chunk", "0"}), "--chunk must be at least 1"));
+  EXPECT_TRUE(contains(e({"--kv-heavy", "32"}), "--kv-heavy needs --kv-window"));
+  EXPECT_TRUE(contains(e({"--kv-window", "64", "--kv-heavy", "64"}), "--kv-heavy must be in"));
+  EXPECT_TRUE(contains(e({"--kv-hot-window", "32"}), "needs a quantized --kv-dtype"));
+  EXPECT_TRUE(contains(e({"--kv-dtype", "q4", "--kv-window", "64", "--kv-heavy", "48",
+                          "--kv-hot-window", "32"}),
+                       "--kv-hot-window must fit in the window's recent tokens"));
   // What is allowed gets as far as the model.
   EXPECT_TRUE(contains(e({"--kv-window", "64", "--kv-sink", "0", "--chunk", "1"}),
                        "/nonexistent/model.gguf"));
   EXPECT_TRUE(contains(e({"--kv-window", "0", "--stream"}), "/nonexistent/model.gguf"));
+  EXPECT_TRUE(contains(e({"--kv-window", "64", "--kv-heavy", "32", "--kv-dtype", "int8",
+                          "--kv-hot-window", "32"}),
+                       "/nonexistent/model.gguf"));
 }
 
 TEST(CmdPerplexity, ScoresATextOnATinyModel) {

@@ -278,15 +278,21 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
   for (int32_t b : parent.block_table) kv_.pool().retain(b);
   child.block_table = parent.block_table;
   child.block_mass = parent.block_mass;
-  // Hot copies are written (the block being filled): the child gets its own.
+  // Hot copies are written (the block being filled): the child gets its own, of the entries
+  // its next queries read hot (the parent may hold more until its next step).
   if (kv_.hot() != nullptr && !parent.hot_table.empty()) {
-    [[maybe_unused]] const bool ok = kv_.hot()->pool().allocate(
-        static_cast<int32_t>(parent.hot_table.size()), child.hot_table);
+    assert(child.n_computed == parent.n_computed);
+    const int32_t lo =
+        std::max(0, parent.n_computed / block_size() - kv_.hot_window_blocks() + 1);
+    const auto skip = static_cast<size_t>(
+        std::clamp(lo - parent.hot_first, 0, static_cast<int32_t>(parent.hot_table.size())));
+    const auto n = static_cast<int32_t>(parent.hot_table.size() - skip);
+    [[maybe_unused]] const bool ok = kv_.hot()->pool().allocate(n, child.hot_table);
     assert(ok && "the hot cache is sized for every running sequence");
-    for (size_t i = 0; i < parent.hot_table.size(); ++i) {
-      kv_.hot()->copy_block(parent.hot_table[i], child.hot_table[i]);
+    for (size_t i = 0; i < child.hot_table.size(); ++i) {
+      kv_.hot()->copy_block(parent.hot_table[skip + i], child.hot_table[i]);
     }
-    child.hot_first = parent.hot_first;
+    child.hot_first = parent.hot_first + static_cast<int32_t>(skip);
   }
   // The child uses the parent's cached blocks too: it holds its own lock on them.
   if (parent.cache_node != nullptr) prefix_->lock(parent.cache_node);

@@ -262,6 +262,7 @@ void EngineCore::process_step_results(const StepPlan& plan, Clock::time_point st
       stats_.prompt_tokens_computed += s.n_tokens;
     }
     seq.n_computed += s.n_tokens;
+    blocks_.trim_hot(seq);  // hot copies no later query reads go back now
     // Before sampling (which may finish seq) and forking (children share what is cached).
     blocks_.cache_full_blocks(seq);
     if (!s.sample) continue;

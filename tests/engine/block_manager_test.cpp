@@ -283,6 +283,29 @@ TEST(BlockManagerHotTest, SwapCarriesTheHotCopiesAndForksGetTheirOwn) {
   EXPECT_EQ(kv.pool().n_used(), 0);
 }
 
+// Right after a prefill chunk the parent still holds copies of the whole chunk (they go back
+// at its next step): a fork takes only those its own next queries read hot.
+TEST(BlockManagerHotTest, ForkCopiesOnlyWhatItReadsHot) {
+  PagedKVCache kv(int8_shape(), 32, 2, 16);
+  BlockManager bm(kv);
+  Sequence s = make_seq(40);
+  bm.allocate(s, 22);  // entries 0..5
+  write_hot(kv, s, 0, 22);
+  s.n_computed = 22;  // entry 5 is being filled: the next queries read 4 and 5 hot
+  ASSERT_EQ(hot_range(s), std::make_pair(0, 6));
+  Sequence child = make_seq(40);
+  child.n_computed = 22;
+  bm.share(s, child);
+  EXPECT_EQ(hot_range(child), std::make_pair(4, 6));
+  expect_hot(kv, child, 16, 22);
+  bm.trim_hot(s);
+  EXPECT_EQ(hot_range(s), std::make_pair(4, 6));
+  EXPECT_EQ(kv.hot()->pool().n_used(), 4);
+  bm.free(s);
+  bm.free(child);
+  EXPECT_EQ(kv.hot()->pool().n_used(), 0);
+}
+
 TEST(BlockManagerHotTest, HotCacheSizeCoversEveryRunningSequence) {
   // max_seqs x (window + the block being filled + one a step may start) + a step's blocks.
   EXPECT_EQ(BlockManager::hot_blocks_needed(1, 16, 4, 64), 4 * 3 + 4);

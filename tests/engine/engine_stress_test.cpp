@@ -106,13 +106,24 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
     const int64_t sink = (o.kv_sink + o.block_size - 1) / o.block_size * o.block_size;
     pool_tokens = std::max(pool_tokens, sink + o.kv_window + o.block_size + o.max_batched_tokens);
   }
-  // A hot window for some quantized seeds (kv/paged_kv_cache.h): one block with the prefix
-  // cache (wider ones need it off), within the sliding window's recent tokens.
-  if (o.kv_dtype.v != KVDType::F16 && chance(0.4)) {
-    o.kv_hot_window = int32_t(uniform(1, 48));
+  // Heavy hitters (engine/kv_heavy.h) for half of the windowed seeds, and a hot window for
+  // some quantized ones (kv/paged_kv_cache.h): one block with the prefix cache (wider ones
+  // need it off), within the sliding window's recent tokens. Drawn from a generator of their
+  // own, as the tiers below, so the other draws of every seed stay as they were.
+  std::mt19937_64 kv_rng(seed * 1000033 + 29);
+  auto kv_uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(kv_rng);
+  };
+  if (o.kv_window >= 2 * o.block_size && kv_uniform(0, 1) == 1) {
+    const int64_t most = (o.kv_window - o.block_size) / o.block_size;  // a recent block stays
+    o.kv_heavy = int32_t(kv_uniform(1, most)) * o.block_size;
+  }
+  if (o.kv_dtype.v != KVDType::F16 && kv_uniform(0, 4) < 2) {
+    o.kv_hot_window = int32_t(kv_uniform(1, 48));
     if (o.prefix_caching) o.kv_hot_window = std::min(o.kv_hot_window, o.block_size);
     if (o.kv_window > 0) {
-      o.kv_hot_window = std::min(o.kv_hot_window, o.kv_window / o.block_size * o.block_size);
+      o.kv_hot_window = std::min(o.kv_hot_window,
+                                 (o.kv_window - o.kv_heavy) / o.block_size * o.block_size);
     }
   }
   o.kv_budget = KVBudget::tokens(pool_tokens);
@@ -144,7 +155,8 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
                << o.max_seqs << ", " << preemption_mode_name(o.preemption) << ", swap bytes "
                << o.swap_space_bytes << ", pool " << o.kv_budget.describe() << ", prefix cache "
                << o.prefix_caching << ", " << schedule_policy_name(o.schedule_policy) << ", kv "
-               << kv_dtypes_name(o.kv_dtype) << ", kv window " << o.kv_window << ", hot window "
+               << kv_dtypes_name(o.kv_dtype) << ", kv window " << o.kv_window << ", heavy "
+               << o.kv_heavy << ", hot window "
                << o.kv_hot_window << ", host tier "
                << o.kv_tiers.host_bytes << " B, disk tier " << o.kv_tiers.disk_bytes << " B");
 

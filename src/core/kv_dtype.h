@@ -29,9 +29,10 @@
 // q4c is the one exception, and escapes that by being written only once its block is full,
 // all rows at once (kv_write_tile), never row by row. Keys have a few outlier channels with
 // large, nearly constant offsets; a group per channel absorbs them, where a row's groups must
-// span them (perplexity cost of q4 keys +4.5..5.6%, of q4c keys +1.3%). So the engine keeps
-// a sequence's recent blocks in a row-written pool and moves full, older blocks to a q4c
-// one, and attention reads the two (kernels/cpu/paged_attention.h, n_cold).
+// span them (perplexity of the default model: q4 keys per row +4.5..5.6%, q4 with q4c keys
+// +0.45%). So the engine keeps each sequence's newest blocks in an F16 hot cache, encodes a
+// block into the q4c pool once it is full, and attention reads the two
+// (kv/paged_kv_cache.h, the hot window; kernels/cpu/paged_attention.h, n_cold).
 
 #include <cstddef>
 #include <cstdint>

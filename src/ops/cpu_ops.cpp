@@ -372,7 +372,8 @@ void CpuOps::encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
   // Items (block, KV head); each encodes whole K and V tiles of its own.
   const int64_t items = static_cast<int64_t>(blocks.size()) * main.n_head_kv;
   for_rows(items, int64_t{bs} * (dk + dv) * 8, [&](int64_t i0, int64_t i1) {
-    std::vector<float> rows(static_cast<size_t>(bs) * std::max(dk, dv));  // (bs, head dim)
+    thread_local std::vector<float> rows;  // (bs, head dim); grows once, then reused
+    rows.resize(static_cast<size_t>(bs) * std::max(dk, dv));
     for (int64_t i = i0; i < i1; ++i) {
       const KVBlockEncode& b = blocks[static_cast<size_t>(i / main.n_head_kv)];
       const auto h = static_cast<int32_t>(i % main.n_head_kv);
@@ -407,7 +408,8 @@ void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> block
     const int32_t n_tiles = (first_row + n_rows + kv.block_size - 1) / kv.block_size - first_block;
     const int64_t tiles = int64_t{n_tiles} * kv.n_head_kv;  // (block, head)
     for_rows(tiles, int64_t{dk} * kv.block_size * 16, [&](int64_t i0, int64_t i1) {
-      std::vector<float> rows(static_cast<size_t>(kv.block_size) * dk);  // (block_size, dk)
+      thread_local std::vector<float> rows;  // (block_size, dk); grows once, then reused
+      rows.resize(static_cast<size_t>(kv.block_size) * dk);
       for (int64_t i = i0; i < i1; ++i) {
         const int32_t block = blocks[static_cast<size_t>(first_block + i / kv.n_head_kv)];
         const auto h = static_cast<int32_t>(i % kv.n_head_kv);
@@ -532,16 +534,7 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
         const int32_t cold = kv.cold_blocks(a.n_kv - 1);
         assert(cold >= s.hot_first && s.hot_block_table != nullptr);
         a.n_cold = int64_t{cold} * kv.block_size;
-        a.cold_dtypes = kv.dtypes;
-        a.cold_k = a.k;
-        a.cold_v = a.v;
-        a.cold_k_block_stride = a.k_block_stride;
-        a.cold_v_block_stride = a.v_block_stride;
-        a.cold_k_scales = a.k_scales;
-        a.cold_v_scales = a.v_scales;
-        a.cold_k_scale_block_stride = a.k_scale_block_stride;
-        a.cold_v_scale_block_stride = a.v_scale_block_stride;
-        a.cold_block_table = s.block_table;
+        a.cold = cpu::pool_of(kv, hk, s.block_table);
         a.dtypes = KVDType::F16;
         a.k = hot.k_tile(0, hk);
         a.v = hot.v_tile(0, hk);

@@ -166,16 +166,7 @@ struct Fixture {
     a.block_table = hot.table.empty() ? nullptr : hot.table.data();
     const PagedKVView& k = cold.view;
     a.n_cold = c.n_cold;
-    a.cold_dtypes = k.dtypes;
-    a.cold_k = k.k_tile(0, 1);
-    a.cold_v = k.v_tile(0, 1);
-    a.cold_k_block_stride = static_cast<int64_t>(k.k_block_stride());
-    a.cold_v_block_stride = static_cast<int64_t>(k.v_block_stride());
-    a.cold_k_scales = k.k_tile_scales(0, 1);
-    a.cold_v_scales = k.v_tile_scales(0, 1);
-    a.cold_k_scale_block_stride = static_cast<int64_t>(k.k_scale_block_stride());
-    a.cold_v_scale_block_stride = static_cast<int64_t>(k.v_scale_block_stride());
-    a.cold_block_table = cold.table.empty() ? nullptr : cold.table.data();
+    a.cold = pool_of(k, 1, cold.table.empty() ? nullptr : cold.table.data());
     return a;
   }
 
@@ -343,20 +334,17 @@ TEST(PagedAttentionTwoPoolTest, NoColdSegmentIsTheOnePoolCall) {
       const Fixture f(c, 5, 3);
       std::vector<float> one(size_t(c.n_group) * c.dv, NAN);
       PagedAttentionArgs plain = f.args(one.data());
-      const PagedAttentionArgs defaults;
-      plain.cold_dtypes = defaults.cold_dtypes;
-      plain.cold_k = plain.cold_v = plain.cold_k_scales = plain.cold_v_scales = nullptr;
-      plain.cold_block_table = nullptr;
+      plain.cold = {};
       paged_attention(*kt, plain);
 
       const int32_t junk_table[1] = {1 << 30};
       const uint8_t junk[1] = {};
       std::vector<float> two(one.size(), NAN);
       PagedAttentionArgs a = f.args(two.data());
-      a.cold_dtypes = KVDTypes(KVDType::Q4C, KVDType::Q4);
-      a.cold_k = a.cold_v = junk;
-      a.cold_block_table = junk_table;
-      a.cold_k_block_stride = 1 << 20;
+      a.cold.dtypes = KVDTypes(KVDType::Q4C, KVDType::Q4);
+      a.cold.k = a.cold.v = junk;
+      a.cold.block_table = junk_table;
+      a.cold.k_block_stride = 1 << 20;
       paged_attention(*kt, a);
       EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * 4), 0)
           << isa_name(kt->isa) << " " << kv_dtypes_name(d);

@@ -12,35 +12,39 @@
 
 namespace tokamak::cpu {
 
+PagedPool pool_of(const PagedKVView& view, int32_t kv_head, const int32_t* block_table) {
+  return {.dtypes = view.dtypes,
+          .k = view.k_tile(0, kv_head),
+          .v = view.v_tile(0, kv_head),
+          .k_block_stride = static_cast<int64_t>(view.k_block_stride()),
+          .v_block_stride = static_cast<int64_t>(view.v_block_stride()),
+          .k_scales = view.k_tile_scales(0, kv_head),
+          .v_scales = view.v_tile_scales(0, kv_head),
+          .k_scale_block_stride = static_cast<int64_t>(view.k_scale_block_stride()),
+          .v_scale_block_stride = static_cast<int64_t>(view.v_scale_block_stride()),
+          .block_table = block_table};
+}
+
 int32_t paged_segments(const PagedAttentionArgs& a, PagedSegment (&seg)[2]) {
   int32_t n = 0;
   if (a.n_cold > 0) {
-    seg[n++] = {.begin = 0,
-                .end = a.n_cold,
-                .dtypes = a.cold_dtypes,
-                .k = a.cold_k,
-                .v = a.cold_v,
-                .k_block_stride = a.cold_k_block_stride,
-                .v_block_stride = a.cold_v_block_stride,
-                .k_scales = a.cold_k_scales,
-                .v_scales = a.cold_v_scales,
-                .k_scale_block_stride = a.cold_k_scale_block_stride,
-                .v_scale_block_stride = a.cold_v_scale_block_stride,
-                .block_table = a.cold_block_table};
+    static_cast<PagedPool&>(seg[n]) = a.cold;
+    seg[n].begin = 0;
+    seg[n++].end = a.n_cold;
   }
   if (a.n_kv > a.n_cold) {
-    seg[n++] = {.begin = a.n_cold,
-                .end = a.n_kv,
-                .dtypes = a.dtypes,
-                .k = a.k,
-                .v = a.v,
-                .k_block_stride = a.k_block_stride,
-                .v_block_stride = a.v_block_stride,
-                .k_scales = a.k_scales,
-                .v_scales = a.v_scales,
-                .k_scale_block_stride = a.k_scale_block_stride,
-                .v_scale_block_stride = a.v_scale_block_stride,
-                .block_table = a.block_table};
+    static_cast<PagedPool&>(seg[n]) = {.dtypes = a.dtypes,
+                                       .k = a.k,
+                                       .v = a.v,
+                                       .k_block_stride = a.k_block_stride,
+                                       .v_block_stride = a.v_block_stride,
+                                       .k_scales = a.k_scales,
+                                       .v_scales = a.v_scales,
+                                       .k_scale_block_stride = a.k_scale_block_stride,
+                                       .v_scale_block_stride = a.v_scale_block_stride,
+                                       .block_table = a.block_table};
+    seg[n].begin = a.n_cold;
+    seg[n++].end = a.n_kv;
   }
   return n;
 }

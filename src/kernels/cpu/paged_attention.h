@@ -47,6 +47,7 @@
 #include <cstdint>
 
 #include "core/kv_dtype.h"
+#include "core/paged_kv_view.h"
 #include "kernels/cpu/attention.h"  // kMaxHeadDim
 #include "kernels/cpu/kernel_table.h"
 
@@ -54,6 +55,25 @@ namespace tokamak::cpu {
 
 inline constexpr int32_t kPagedTile = 32;  // tokens per online-softmax step
 inline constexpr int32_t kMaxGroup = 8;    // query heads per call (callers split larger groups)
+
+// One KV head's tiles in one pool, and a sequence's blocks there: block b's keys start at
+// k + b * k_block_stride (bytes), its values at v + b * v_block_stride, their scales (dtypes
+// with scales only) at k_scales + b * k_scale_block_stride, and so on.
+struct PagedPool {
+  KVDTypes dtypes = KVDType::F16;  // of keys and of values
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  int64_t k_block_stride = 0;
+  int64_t v_block_stride = 0;
+  const uint8_t* k_scales = nullptr;
+  const uint8_t* v_scales = nullptr;
+  int64_t k_scale_block_stride = 0;
+  int64_t v_scale_block_stride = 0;
+  const int32_t* block_table = nullptr;
+};
+
+// KV head kv_head of a layer's view, with a sequence's block table there.
+PagedPool pool_of(const PagedKVView& view, int32_t kv_head, const int32_t* block_table);
 
 // One call: n_group query heads of one token against one KV head of one sequence.
 struct PagedAttentionArgs {
@@ -96,34 +116,15 @@ struct PagedAttentionArgs {
   // from token n_cold on. n_cold is a multiple of block_size in [0, n_kv]; n_cold == n_kv
   // leaves the main pool unread (block_table, k, v may then be null).
   int64_t n_cold = 0;
-  KVDTypes cold_dtypes = KVDType::F16;
-  const uint8_t* cold_k = nullptr;
-  const uint8_t* cold_v = nullptr;
-  int64_t cold_k_block_stride = 0;
-  int64_t cold_v_block_stride = 0;
-  const uint8_t* cold_k_scales = nullptr;
-  const uint8_t* cold_v_scales = nullptr;
-  int64_t cold_k_scale_block_stride = 0;
-  int64_t cold_v_scale_block_stride = 0;
-  const int32_t* cold_block_table = nullptr;  // n_cold / block_size block ids
+  PagedPool cold;  // its block_table lists n_cold / block_size block ids
 };
 
 // One pool's run of a call's tokens, [begin, end) of [0, n_kv): the fields of that pool,
 // with token begin + i in row i % block_size of block block_table[i / block_size]. What the
 // kernels walk; paged_segments() cuts a call into them.
-struct PagedSegment {
+struct PagedSegment : PagedPool {
   int64_t begin = 0;
   int64_t end = 0;
-  KVDTypes dtypes = KVDType::F16;
-  const uint8_t* k = nullptr;
-  const uint8_t* v = nullptr;
-  int64_t k_block_stride = 0;
-  int64_t v_block_stride = 0;
-  const uint8_t* k_scales = nullptr;
-  const uint8_t* v_scales = nullptr;
-  int64_t k_scale_block_stride = 0;
-  int64_t v_scale_block_stride = 0;
-  const int32_t* block_table = nullptr;
 };
 
 // The call's non-empty segments in token order (the cold one, then the main one) into seg;

@@ -68,20 +68,9 @@ void BlockManager::allocate(Sequence& seq, int32_t n) {
     (void)evicted;
   }
   if (seq.swapped()) {
-    assert(seq.block_table.empty() && seq.hot_table.empty());
-    const bool ok = pool.allocate(seq.n_swapped_blocks, seq.block_table);
-    assert(ok);
-    (void)ok;
-    const size_t main_bytes = size_t(seq.n_swapped_blocks) * kv_.shape().bytes_per_block();
-    kv_.load_blocks(seq.block_table, std::span(seq.swapped_kv).first(main_bytes));
-    if (seq.n_swapped_hot > 0) {
-      [[maybe_unused]] const bool hot_ok =
-          kv_.hot()->pool().allocate(seq.n_swapped_hot, seq.hot_table);
-      assert(hot_ok);
-      seq.hot_first = seq.swapped_hot_first;
-      kv_.hot()->load_blocks(seq.hot_table, std::span(seq.swapped_kv).subspan(main_bytes));
-    }
-    drop_swapped(seq);
+    assert(seq.n_swapped_cached == 0 && "its cached blocks come back through swap_in()");
+    [[maybe_unused]] const int32_t lost = swap_in(seq);
+    assert(lost == 0);
   }
   const size_t first = static_cast<size_t>(seq.n_computed / bs);
   if (n > 0 && first < seq.block_table.size() && pool.ref_count(seq.block_table[first]) > 1) {
@@ -126,6 +115,10 @@ void BlockManager::cover_hot(Sequence& seq, int32_t hi) {
 size_t BlockManager::swapped_size(int32_t blocks, int32_t hot_blocks) const {
   return size_t(blocks) * kv_.shape().bytes_per_block() +
          (hot_blocks > 0 ? size_t(hot_blocks) * kv_.hot()->shape().bytes_per_block() : 0);
+}
+
+size_t BlockManager::swapped_size(const Sequence& seq) const {
+  return swapped_size(seq.n_swapped_blocks - seq.n_swapped_cached, seq.n_swapped_hot);
 }
 
 void BlockManager::trim_hot(Sequence& seq) {
@@ -302,22 +295,32 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
 
 bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
   assert(!seq.swapped());
+  const int32_t bs = block_size();
   // Only the blocks that hold computed tokens: any allocated for this step are just freed.
-  const int32_t keep = blocks_for(seq.n_computed, block_size());
+  const int32_t keep = blocks_for(seq.n_computed, bs);
+  // With tiers, the full ones go to the prefix cache (unless a KV window cut this K/V,
+  // which must never be shared): blocks other sequences also use stay where they are, and
+  // the rest leave the pool only if it needs the room, down the tiers.
+  const int32_t cached = tiers_ != nullptr && seq.n_evicted == 0 ? seq.n_computed / bs : 0;
   // The hot copies of entries holding computed rows come along (the one being filled
   // exists nowhere else); those allocated for this step are just freed.
   const int32_t hot_keep =
       kv_.hot() == nullptr
           ? 0
           : std::clamp(keep - seq.hot_first, 0, static_cast<int32_t>(seq.hot_table.size()));
-  const size_t bytes = swapped_size(keep, hot_keep);
+  const size_t bytes = swapped_size(keep - cached, hot_keep);
   if (tiers_ && tiers_->has_host()) {
     if (!tiers_->reserve_host(bytes)) return false;
   } else if (swapped_bytes_ + bytes > host_limit) {
     return false;
   }
+  if (cached > 0) {
+    cache_full_blocks(seq);
+    assert(seq.n_cached_blocks == cached);
+  }
   seq.swapped_kv.clear();
-  kv_.save_blocks(std::span(seq.block_table).first(static_cast<size_t>(keep)), seq.swapped_kv);
+  kv_.save_blocks(std::span(seq.block_table).subspan(size_t(cached), size_t(keep - cached)),
+                  seq.swapped_kv);
   kv_.pool().release(seq.block_table);
   seq.block_table.clear();
   if (kv_.hot() != nullptr) {
@@ -327,19 +330,64 @@ bool BlockManager::swap_out(Sequence& seq, size_t host_limit) {
     seq.swapped_hot_first = seq.hot_first;
     release_hot(seq);
   }
-  // Its blocks come back private on swap-in; cache_full_blocks then walks from the root.
+  // Its cached blocks are now evictable; swap_in() locks what it matches again.
   drop_lock(seq);
   seq.n_swapped_blocks = keep;
+  seq.n_swapped_cached = cached;
   swapped_bytes_ += bytes;
   return true;
 }
 
+int32_t BlockManager::swap_in(Sequence& seq) {
+  assert(seq.swapped() && seq.block_table.empty() && seq.hot_table.empty());
+  assert(can_allocate(seq, 1));
+  BlockPool& pool = kv_.pool();
+  if (seq.n_swapped_cached > 0) {
+    // The same lookup as a new request's, limited to the blocks it left to the cache.
+    seq.cache_node = prefix_->match(seq.tokens, seq.n_swapped_cached, seq.block_table);
+    for (int32_t b : seq.block_table) pool.retain(b);
+    extend_from_tiers(seq, seq.n_swapped_cached);
+    seq.n_cached_blocks = static_cast<int32_t>(seq.block_table.size());
+    if (seq.n_cached_blocks < seq.n_swapped_cached) {
+      // A tier dropped (or rejected) one: resume from the blocks found. A block boundary,
+      // so a hot window has nothing computed to miss.
+      const int32_t kept = seq.n_cached_blocks * block_size();
+      const int32_t lost = seq.n_computed - kept;
+      seq.n_computed = kept;
+      if (seq.block_mass.size() > seq.block_table.size()) {
+        seq.block_mass.resize(seq.block_table.size());
+      }
+      if (seq.n_cached_blocks == 0) drop_lock(seq);  // holds the root: a fresh sequence
+      drop_swapped(seq);
+      return lost;
+    }
+  }
+  const int32_t copied = seq.n_swapped_blocks - seq.n_swapped_cached;
+  if (prefix_ && pool.n_free() < copied) prefix_->evict(copied - pool.n_free());
+  const size_t first = seq.block_table.size();
+  [[maybe_unused]] const bool ok = pool.allocate(copied, seq.block_table);
+  assert(ok);
+  const size_t main_bytes = size_t(copied) * kv_.shape().bytes_per_block();
+  kv_.load_blocks(std::span(seq.block_table).subspan(first),
+                  std::span(seq.swapped_kv).first(main_bytes));
+  if (seq.n_swapped_hot > 0) {
+    [[maybe_unused]] const bool hot_ok =
+        kv_.hot()->pool().allocate(seq.n_swapped_hot, seq.hot_table);
+    assert(hot_ok);
+    seq.hot_first = seq.swapped_hot_first;
+    kv_.hot()->load_blocks(seq.hot_table, std::span(seq.swapped_kv).subspan(main_bytes));
+  }
+  drop_swapped(seq);
+  return 0;
+}
+
 void BlockManager::drop_swapped(Sequence& seq) {
   if (seq.n_swapped_blocks == 0) return;
-  const size_t bytes = swapped_size(seq.n_swapped_blocks, seq.n_swapped_hot);
+  const size_t bytes = swapped_size(seq);
   swapped_bytes_ -= bytes;
   if (tiers_ && tiers_->has_host()) tiers_->unreserve_host(bytes);
   seq.n_swapped_blocks = 0;
+  seq.n_swapped_cached = 0;
   seq.n_swapped_hot = 0;
   seq.swapped_kv.clear();
   seq.swapped_kv.shrink_to_fit();

@@ -16,8 +16,13 @@
 // With KV tiers (kv/kv_tiers.h), a cached block the pool evicts is copied down to host
 // memory (then disk) first, and match_prefix continues a pool match block by block in the
 // tiers: each hit takes a pool block, is copied into it and joins the radix tree as if it
-// had been computed. Swap preemption then charges its host copies to the host tier's
-// budget (one bound on host memory for both).
+// had been computed. Swap preemption then takes the same path: a swapped sequence's full
+// blocks are left to the prefix cache (unlocked, so the pool evicts them down the tiers
+// when it needs room, like any cached block), and only its partly filled last block and
+// hot copies are copied to host memory, charged to the host tier's budget (one bound on
+// host memory for both). swap_in() matches them back, pool first, then the tiers; if a
+// tier dropped one meanwhile the sequence recomputes from the blocks found, as a
+// recompute-preempted one would.
 //
 // With a hot window (PagedKVCache::hot()), a sequence also holds F16 copies of its newest
 // table entries (Sequence::hot_table): allocate() makes them cover every entry the step's
@@ -69,8 +74,9 @@ class BlockManager {
   bool can_allocate(const Sequence& seq, int32_t n) const {
     return blocks_needed(seq, n) <= n_available();
   }
-  // Makes tokens [0, n_computed + n) writable and backed: swaps a swapped sequence back in,
-  // copies a shared partial block, appends blocks. Requires can_allocate(seq, n).
+  // Makes tokens [0, n_computed + n) writable and backed: swaps a swapped sequence back in
+  // (one whose full blocks went to the prefix cache must come back through swap_in()
+  // first), copies a shared partial block, appends blocks. Requires can_allocate(seq, n).
   void allocate(Sequence& seq, int32_t n);
 
   // Starts a sequence with no K/V (n_computed 0, empty table, not swapped) at its longest
@@ -109,11 +115,19 @@ class BlockManager {
   void drop_blocks(Sequence& seq, int32_t first, int32_t count);
   // child gets parent's blocks (one more owner each); child's table must be empty.
   void share(const Sequence& parent, Sequence& child);
-  // Copies seq's blocks to host memory and frees them; n_computed is kept. Returns false
-  // (and does nothing) if that would exceed `host_limit` bytes swapped in all, or, with a
-  // host tier, if it does not fit in the host tier's budget (host_limit is then unused:
-  // cached entries make room, swapped bytes never do).
+  // Copies seq's blocks to host memory and frees them; n_computed is kept. With tiers (and
+  // K/V a KV window has not cut, which must never be shared) its full blocks go to the
+  // prefix cache instead and only the rest is copied. Returns false (and does nothing) if
+  // the copy would exceed `host_limit` bytes swapped in all, or, with a host tier, if it
+  // does not fit in the host tier's budget (host_limit is then unused: cached entries make
+  // room, swapped bytes never do).
   bool swap_out(Sequence& seq, size_t host_limit);
+  // Brings a swapped sequence's K/V back into the pool (and its hot copies into the hot
+  // cache): the blocks left to the prefix cache are matched there and in the tiers, the
+  // rest are loaded from host memory. Requires can_allocate(seq, 1). Returns the computed
+  // tokens lost: when a tier dropped one of its blocks meanwhile, n_computed falls back to
+  // the blocks found (its host copy is dropped) and the rest is computed again.
+  int32_t swap_in(Sequence& seq);
   size_t swapped_bytes() const { return swapped_bytes_; }
   // Forgets a swapped sequence's host copy (it finished or was cancelled while swapped).
   void drop_swapped(Sequence& seq);
@@ -126,8 +140,9 @@ class BlockManager {
   // entry hi (giving back those before), and gives every copy back.
   void cover_hot(Sequence& seq, int32_t hi);
   void release_hot(Sequence& seq);
-  // Host bytes of a swapped sequence's blocks and hot copies.
+  // Host bytes of a swapped sequence's copied blocks and hot copies.
   size_t swapped_size(int32_t blocks, int32_t hot_blocks) const;
+  size_t swapped_size(const Sequence& seq) const;
   // Extends seq's fresh pool match (its table, its locked cache_node) with tier hits, up to
   // max_blocks blocks in all.
   void extend_from_tiers(Sequence& seq, int32_t max_blocks);

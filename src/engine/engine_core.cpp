@@ -459,6 +459,9 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_queries = scheduler_.stats().prefix_queries;
   s.prefix_cache_hits = scheduler_.stats().prefix_hits;
   s.preemptions = scheduler_.stats().preemptions;
+  s.swaps_out = scheduler_.stats().swaps_out;
+  s.swaps_in = scheduler_.stats().swaps_in;
+  s.swap_lost_tokens = scheduler_.stats().swap_lost_tokens;
   s.kv_swapped_bytes = blocks_.swapped_bytes();
   if (const KVTiers* tiers = blocks_.tiers()) s.kv_tiers = tiers->stats();
   return s;

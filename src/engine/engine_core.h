@@ -56,6 +56,11 @@ struct EngineStats {
   int64_t kv_slots_unused_at_peak = 0;
   int64_t kv_slots_used_at_peak = 0;
   int64_t preemptions = 0;
+  // Swap preemption: sequences swapped out and back in, and computed tokens they had to
+  // compute again because a KV tier dropped one of their blocks meanwhile.
+  int64_t swaps_out = 0;
+  int64_t swaps_in = 0;
+  int64_t swap_lost_tokens = 0;
   size_t kv_swapped_bytes = 0;  // host memory held by swapped-out sequences now
   int64_t steps = 0;
   int64_t prompt_tokens_computed = 0;  // prefill tokens run (recomputation included)

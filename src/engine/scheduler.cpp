@@ -75,16 +75,31 @@ const StepPlan& Scheduler::schedule() {
   return plan_;
 }
 
+int32_t Scheduler::tokens_to_admit(const Sequence& seq, int32_t budget) const {
+  const int32_t rest = seq.uncomputed();
+  const bool whole = runs_whole(seq);
+  const int32_t n = std::min(rest, budget);
+  const int32_t fit = (whole && rest > budget) ? 0 : blocks_.tokens_that_fit(seq, n);
+  return fit == 0 || (whole && fit < n) ? 0 : fit;
+}
+
 bool Scheduler::admit(Sequence* seq, int32_t budget) {
+  // A swapped sequence comes back when its blocks and its next tokens fit (every swapped
+  // block counted as needed, so its K/V can be loaded before anything is planned).
+  if (seq->swapped()) {
+    if (tokens_to_admit(*seq, budget) == 0) return false;
+    const int32_t lost = blocks_.swap_in(*seq);
+    ++stats_.swaps_in;
+    stats_.swap_lost_tokens += lost;
+  }
   // The cached prefix first: what is left to compute, and the blocks for it, depend on it.
   const std::optional<int32_t> hit = blocks_.match_prefix(*seq);
-  const int32_t rest = seq->uncomputed();
-  const bool whole = runs_whole(*seq);
-  const int32_t n = std::min(rest, budget);
-  const int32_t fit = (whole && rest > budget) ? 0 : blocks_.tokens_that_fit(*seq, n);
-  if (fit == 0 || (whole && fit < n)) {
-    if (hit) {
-      blocks_.free(*seq);  // give the match back; it is made again next time
+  const int32_t fit = tokens_to_admit(*seq, budget);
+  if (fit == 0) {
+    // Give back a match, or what a swap-in that lost blocks found (a whole swap-in fits by
+    // the check above); the cached blocks are matched again next time.
+    if (hit || !seq->block_table.empty()) {
+      blocks_.free(*seq);
       seq->n_computed = 0;
     }
     return false;

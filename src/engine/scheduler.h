@@ -46,6 +46,10 @@ struct StepPlan {
 struct SchedulerStats {
   int64_t preemptions = 0;  // in all
   int64_t swaps_out = 0;
+  int64_t swaps_in = 0;
+  // Computed tokens that swapped sequences had to compute again because a KV tier dropped
+  // one of their blocks while they were out.
+  int64_t swap_lost_tokens = 0;
   // Prefix cache, in tokens: looked up at admission, and found cached (reused).
   int64_t prefix_queries = 0;
   int64_t prefix_hits = 0;
@@ -86,9 +90,12 @@ class Scheduler {
   void insert_waiting(Sequence* seq);
   // The waiting sequences in the order admission tries them (into order_).
   void admission_order();
-  // Takes seq (at most n of its tokens) from waiting into running; false when it does not
-  // fit (then nothing changed).
+  // Takes seq (at most n of its tokens) from waiting into running, swapping it in first if
+  // it was swapped out; false when it does not fit (then it holds no blocks, and is still
+  // swapped unless its swap-in lost blocks and turned it into a recomputation).
   bool admit(Sequence* seq, int32_t n);
+  // Tokens seq can start with in a step with `budget` tokens left (0: it must wait).
+  int32_t tokens_to_admit(const Sequence& seq, int32_t budget) const;
   void remove_running(Sequence* seq);
 
   EngineOptions opts_;

@@ -49,10 +49,14 @@ struct Sequence {
   std::vector<int32_t> hot_table;
   int32_t hot_first = 0;
 
-  // Swap preemption: the K/V of the blocks it had, in host memory (then those of its hot
-  // copies, n_swapped_hot of them from entry swapped_hot_first on).
+  // Swap preemption: the n_swapped_blocks blocks it had. With KV tiers the first
+  // n_swapped_cached of them (its full blocks) were left to the prefix cache, which keeps
+  // them in the pool or moves them down the tiers like any cached block; swapped_kv holds
+  // the K/V of the rest, in host memory (then those of its hot copies, n_swapped_hot of
+  // them from entry swapped_hot_first on).
   std::vector<uint8_t> swapped_kv;
   int32_t n_swapped_blocks = 0;
+  int32_t n_swapped_cached = 0;
   int32_t n_swapped_hot = 0;
   int32_t swapped_hot_first = 0;
   int32_t preemptions = 0;

@@ -223,6 +223,9 @@ EngineGauges ApiServer::gauges() const {
     g.waiting = s.waiting;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
     g.preemptions_total = s.preemptions;
+    g.swaps_out_total = s.swaps_out;
+    g.swaps_in_total = s.swaps_in;
+    g.swap_lost_tokens_total = s.swap_lost_tokens;
     g.prefix_cache_queries_total = s.prefix_cache_queries;
     g.prefix_cache_hits_total = s.prefix_cache_hits;
     g.kv_window_dropped_total = s.kv_window_dropped_tokens;

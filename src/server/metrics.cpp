@@ -154,6 +154,14 @@ std::string ServerMetrics::prometheus_text(const EngineGauges& g) const {
   w.sample("tokamak:prefix_cache_hits_total",
            static_cast<uint64_t>(std::max<int64_t>(0, g.prefix_cache_hits_total)));
   const auto count = [](int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(0, v)); };
+  w.family("tokamak:kv_swaps_total", "counter",
+           "Sequences whose KV cache was swapped out of the pool by preemption, and back in.");
+  w.sample("tokamak:kv_swaps_total", count(g.swaps_out_total), {{"direction", "out"}});
+  w.sample("tokamak:kv_swaps_total", count(g.swaps_in_total), {{"direction", "in"}});
+  w.family("tokamak:kv_swap_recomputed_tokens_total", "counter",
+           "Computed tokens a swapped-out sequence computed again because a KV tier dropped "
+           "one of its blocks.");
+  w.sample("tokamak:kv_swap_recomputed_tokens_total", count(g.swap_lost_tokens_total));
   w.family("tokamak:prefix_cache_tier_hits_total", "counter",
            "KV blocks copied back into the pool from a lower tier instead of recomputed.");
   w.sample("tokamak:prefix_cache_tier_hits_total", count(g.tier_host_hits_total),

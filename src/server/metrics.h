@@ -40,6 +40,11 @@ struct EngineGauges {
   int32_t waiting = 0;
   double kv_usage = 0;  // 0..1
   int64_t preemptions_total = 0;
+  // Swap preemption: sequences swapped out and in, and tokens recomputed because a KV tier
+  // dropped a swapped sequence's block.
+  int64_t swaps_out_total = 0;
+  int64_t swaps_in_total = 0;
+  int64_t swap_lost_tokens_total = 0;
   // Prefix cache, in tokens: looked up, and found cached.
   int64_t prefix_cache_queries_total = 0;
   int64_t prefix_cache_hits_total = 0;

@@ -147,41 +147,145 @@ TEST(BlockManagerTest, SwapOutBeyondTheHostLimitDoesNothing) {
 namespace tokamak {
 namespace {
 
-// With a host tier, swapped blocks count against its budget (--swap-space is not used), and
-// cached entries make room for them, never the other way round.
-TEST(BlockManagerTest, SwapSharesTheHostTiersBudget) {
+// With tiers, swap preemption takes the prefix cache's path: full blocks stay cached in the
+// pool (evictable), and only the partly filled last block is copied to host memory, charged
+// to the host tier's budget (--swap-space is not used). Cached entries make room for
+// swapped bytes, never the other way round.
+TEST(BlockManagerTest, SwapWithTiersCopiesOnlyThePartialBlock) {
   PagedKVCache kv(shape(), 8);
   const size_t block = kv.shape().bytes_per_block();
   KVTierOptions tiers;
-  tiers.host_bytes = 3 * block;
+  tiers.host_bytes = 2 * block;
   BlockManager bm(kv, /*prefix_caching=*/true, tiers);
   // A cached block that the pool then evicts: it lands in the host tier.
   Sequence c = make_seq(5);
+  c.tokens[0] = 9;
   bm.allocate(c, 4);
   c.n_computed = 4;
   bm.cache_full_blocks(c);
   bm.free(c);
   bm.clear_prefix_cache();
   EXPECT_EQ(bm.tiers()->stats().host_entries, 1u);
-  EXPECT_EQ(bm.tiers()->stats().host_stores, 1);
 
   Sequence a = make_seq(8);
-  bm.allocate(a, 8);
-  a.n_computed = 8;
+  a.tokens[0] = 1;  // a, b and d share no block
+  bm.allocate(a, 7);
+  a.n_computed = 7;
   Sequence b = make_seq(8);
-  bm.allocate(b, 8);
-  b.n_computed = 8;
+  b.tokens[0] = 2;
+  bm.allocate(b, 7);
+  b.n_computed = 7;
+  Sequence d = make_seq(8);
+  d.tokens[0] = 3;
+  bm.allocate(d, 7);
+  d.n_computed = 7;
   ASSERT_TRUE(bm.swap_out(a, /*host_limit=*/0)) << "the limit is the tier's, not host_limit";
-  EXPECT_EQ(bm.tiers()->stats().host_entries, 1u) << "2 swapped + 1 cached = 3 blocks";
-  EXPECT_FALSE(bm.swap_out(b, size_t{1} << 30)) << "2 + 2 swapped blocks exceed 3";
+  EXPECT_EQ(a.n_swapped_blocks, 2);
+  EXPECT_EQ(a.n_swapped_cached, 1);
+  EXPECT_EQ(bm.swapped_bytes(), block) << "only the partial block is copied";
+  EXPECT_EQ(bm.prefix_cache()->n_evictable(), 1) << "its full block stays in the pool, cached";
+  EXPECT_EQ(bm.n_available(), 8 - 4);
+  EXPECT_EQ(bm.tiers()->stats().host_entries, 1u) << "1 swapped + 1 cached = 2 blocks";
+  ASSERT_TRUE(bm.swap_out(b, size_t{1} << 30));
+  EXPECT_EQ(bm.tiers()->stats().host_entries, 0u) << "the cached entry made room";
+  EXPECT_FALSE(bm.swap_out(d, size_t{1} << 30)) << "3 swapped blocks exceed 2";
+  EXPECT_FALSE(d.swapped());
+  EXPECT_EQ(d.block_table.size(), 2u);
   bm.free(a);
-  EXPECT_EQ(bm.tiers()->host()->reserved_bytes(), 0u);
-  ASSERT_TRUE(bm.swap_out(b, 0));
-  bm.allocate(b, 1);  // swapped back in
+  EXPECT_EQ(bm.tiers()->host()->reserved_bytes(), block);
+  bm.free(d);
+  ASSERT_TRUE(bm.can_allocate(b, 1));
+  EXPECT_EQ(bm.swap_in(b), 0);
   EXPECT_FALSE(b.swapped());
+  EXPECT_EQ(b.block_table.size(), 2u);
+  EXPECT_EQ(b.n_computed, 7);
   EXPECT_EQ(bm.tiers()->host()->reserved_bytes(), 0u);
   bm.free(b);
   bm.clear_prefix_cache();
+  EXPECT_EQ(bm.pool().n_used(), 0);
+}
+
+// A swapped sequence's cached blocks leave the pool when it needs room, down to the host
+// tier, and swap_in() brings them back from there: the K/V comes back intact.
+TEST(BlockManagerTest, SwappedBlocksGoDownTheTiersAndComeBack) {
+  PagedKVCache kv(shape(), 8);
+  KVTierOptions tiers;
+  tiers.host_bytes = size_t{1} << 20;
+  BlockManager bm(kv, /*prefix_caching=*/true, tiers);
+  Sequence s = make_seq(11);
+  bm.allocate(s, 10);
+  s.n_computed = 10;
+  write_tokens(kv, s, 10);
+  ASSERT_TRUE(bm.swap_out(s, 0));
+  EXPECT_EQ(s.n_swapped_cached, 2);
+  Sequence other = make_seq(32);
+  other.tokens[0] = 7;
+  ASSERT_TRUE(bm.can_allocate(other, 32));
+  bm.allocate(other, 32);  // the whole pool: s's cached blocks go to host memory
+  EXPECT_EQ(bm.tiers()->stats().host_stores, 2);
+  EXPECT_FALSE(bm.can_allocate(s, 1));
+  bm.free(other);
+  bm.clear_prefix_cache();
+  ASSERT_TRUE(bm.can_allocate(s, 1));
+  EXPECT_EQ(bm.swap_in(s), 0);
+  EXPECT_EQ(bm.tiers()->stats().host_hits, 2);
+  EXPECT_EQ(s.n_computed, 10);
+  ASSERT_EQ(s.block_table.size(), 3u);
+  expect_tokens(kv, s, 10);
+  bm.allocate(s, 1);
+  EXPECT_EQ(s.block_table.size(), 3u);
+  bm.free(s);
+  bm.clear_prefix_cache();
+  EXPECT_EQ(bm.pool().n_used(), 0);
+}
+
+// When a tier dropped one of a swapped sequence's blocks (no room, no disk), swap_in()
+// resumes from the blocks found and reports the tokens to compute again.
+TEST(BlockManagerTest, SwapInAfterATierDroppedABlockResumesFromWhatIsLeft) {
+  PagedKVCache kv(shape(), 8);
+  const size_t block = kv.shape().bytes_per_block();
+  KVTierOptions tiers;
+  tiers.host_bytes = 2 * block;
+  BlockManager bm(kv, /*prefix_caching=*/true, tiers);
+  Sequence s = make_seq(13);
+  bm.allocate(s, 12);
+  s.n_computed = 12;
+  write_tokens(kv, s, 12);
+  ASSERT_TRUE(bm.swap_out(s, 0));
+  EXPECT_EQ(s.n_swapped_cached, 3);
+  EXPECT_EQ(bm.swapped_bytes(), 0u) << "all three blocks are full";
+  // Evicted deepest first: the last block goes first, and out of the 2-block host tier.
+  bm.clear_prefix_cache();
+  EXPECT_EQ(bm.tiers()->stats().host_entries, 2u);
+  EXPECT_EQ(bm.tiers()->stats().host_evictions, 1);
+  EXPECT_EQ(bm.swap_in(s), 4);
+  EXPECT_FALSE(s.swapped());
+  EXPECT_EQ(s.n_computed, 8);
+  ASSERT_EQ(s.block_table.size(), 2u);
+  expect_tokens(kv, s, 8);
+  EXPECT_EQ(bm.blocks_needed(s, 5), 2);
+  bm.free(s);
+  bm.clear_prefix_cache();
+  EXPECT_EQ(bm.pool().n_used(), 0);
+}
+
+// A sequence whose K/V a KV window cut is never shared: its swap copies every block.
+TEST(BlockManagerTest, SwapOfAWindowedSequenceCopiesEveryBlock) {
+  PagedKVCache kv(shape(), 8);
+  KVTierOptions tiers;
+  tiers.host_bytes = size_t{1} << 20;
+  BlockManager bm(kv, /*prefix_caching=*/true, tiers);
+  Sequence s = make_seq(11);
+  s.n_evicted = 4;
+  bm.allocate(s, 10);
+  s.n_computed = 10;
+  ASSERT_TRUE(bm.swap_out(s, 0));
+  EXPECT_EQ(s.n_swapped_cached, 0);
+  EXPECT_EQ(bm.swapped_bytes(), 3 * kv.shape().bytes_per_block());
+  EXPECT_EQ(bm.prefix_cache()->n_cached(), 0);
+  bm.allocate(s, 1);
+  EXPECT_FALSE(s.swapped());
+  bm.free(s);
   EXPECT_EQ(bm.pool().n_used(), 0);
 }
 

@@ -43,6 +43,7 @@ struct Config {
   SchedulePolicy policy = SchedulePolicy::Fcfs;
   KVDTypes kv_dtype = KVDType::F16;  // the solo oracle uses the same dtypes
   int32_t hot_window = 0;            // kv_hot_window tokens; the solo oracle uses the same
+  int32_t host_tier_blocks = 0;      // > 0: a host KV tier of this many blocks
 };
 
 // The workload's longest sequence has 136 tokens: a pool of 2 x 136 holds about two. With
@@ -100,6 +101,14 @@ const Config kConfigs[] = {
      64, 0, false, kFcfs, KVDType::Q4, 64},
     {"Q4Hot8_NoPrefixCache_Chunk16_Block4", 4, 16, true, 0, kRecompute, 64, 0, false, kFcfs,
      KVDType::Q4, 8},
+    // Swap through the tiers: full blocks stay cached and go down to host memory when the
+    // pool needs them; a two-block tier drops some, and those sequences recompute.
+    {"HostTier_TinyPoolSwap_Chunk16_Block16", 16, 16, true, kTiny, kSwap, 64, 0, true, kFcfs,
+     KVDType::F16, 0, 64},
+    {"SmallHostTier_TinyPoolSwap_Chunk7_Block4", 4, 7, true, kTinier, kSwap, 64, 0, true, kFcfs,
+     KVDType::F16, 0, 2},
+    {"Q4HostTier_TinyPoolSwap_NoChunk512_Block16", 16, 512, false, kTiny, kSwap, 64, 0, true,
+     kFcfs, KVDType::Q4, 0, 64},
 };
 
 using test::Arrivals;
@@ -120,11 +129,10 @@ EngineOptions options_for(const Config& c, const Model& model) {
   o.schedule_policy = c.policy;
   o.kv_dtype = c.kv_dtype;
   o.kv_hot_window = c.hot_window;
-  if (c.swap_blocks > 0) {
-    KVCacheShape shape = model.kv_shape(c.block_size);
-    shape.dtype = c.kv_dtype;
-    o.swap_space_bytes = size_t(c.swap_blocks) * shape.bytes_per_block();
-  }
+  KVCacheShape shape = model.kv_shape(c.block_size);
+  shape.dtype = stored_kv_dtypes(c.kv_dtype);
+  if (c.swap_blocks > 0) o.swap_space_bytes = size_t(c.swap_blocks) * shape.bytes_per_block();
+  o.kv_tiers.host_bytes = size_t(c.host_tier_blocks) * shape.bytes_per_block();
   return o;
 }
 
@@ -227,6 +235,14 @@ TEST_P(EngineInvarianceTest, EverySampleMatchesItsSoloRun) {
   EXPECT_EQ(st.output_tokens, output_tokens);
   EXPECT_EQ(st.preemptions, sample_preemptions)
       << "the engine's preemption count and its samples' do not agree";
+  if (config.host_tier_blocks > 0 && config.mode == kSwap) {
+    EXPECT_GT(st.swaps_in, 0) << "no sequence came back through the tiers";
+    EXPECT_GT(st.kv_tiers.host_stores, 0);
+    // A two-block tier cannot hold what the swapped sequences leave: some must recompute.
+    if (config.host_tier_blocks <= 2) {
+      EXPECT_GT(st.swap_lost_tokens, 0);
+    }
+  }
   if (config.pool_tokens > 0) {
     // Otherwise the test proves nothing about preemption.
     EXPECT_GT(st.preemptions, 0) << "the tiny pool forced no preemption; peak " << st.kv_blocks_peak

@@ -57,6 +57,7 @@ struct Coverage {
   int64_t tier_seeds = 0;      // seeds run with a host or disk tier
   int64_t disk_seeds = 0;      // of them, with a disk tier
   int64_t tier_hits = 0;       // blocks copied back from a tier
+  int64_t tier_swaps_in = 0;   // swapped sequences back in, in seeds with a tier
 };
 
 // A temporary directory for a disk tier, removed with everything in it.
@@ -257,6 +258,7 @@ void run_seed(const test::TestModel& m, uint64_t seed, Coverage& cov) {
   cov.prefix_hits += core.stats().prefix_cache_hits;
   cov.window_dropped += core.stats().kv_window_dropped_tokens;
   cov.tier_hits += core.stats().kv_tiers.host_hits + core.stats().kv_tiers.disk_hits;
+  if (o.kv_tiers.any()) cov.tier_swaps_in += core.stats().swaps_in;
   ASSERT_TRUE(log.unfinished().empty())
       << log.unfinished().size() << " samples unfinished after " << step << " steps";
   test::expect_all_free(core);
@@ -343,13 +345,13 @@ TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
       "stress: %lld steps, %lld requests (%lld with n > 1, %lld seeded), %lld preemptions; "
       "cancelled %lld waiting, %lld running, %lld after preemption; %lld finished after "
       "preemption; %lld prefix-cache hit tokens; %lld tokens slid out by KV windows; %lld "
-      "seeds with tiers (%lld with disk), %lld tier hit blocks\n",
+      "seeds with tiers (%lld with disk), %lld tier hit blocks, %lld swaps in with tiers\n",
       (long long)cov.steps, (long long)cov.requests, (long long)cov.multi_sample,
       (long long)cov.seeded, (long long)cov.preemptions, (long long)cov.cancelled_waiting,
       (long long)cov.cancelled_running, (long long)cov.cancelled_preempted,
       (long long)cov.finished_after_preemption, (long long)cov.prefix_hits,
       (long long)cov.window_dropped, (long long)cov.tier_seeds, (long long)cov.disk_seeds,
-      (long long)cov.tier_hits);
+      (long long)cov.tier_hits, (long long)cov.tier_swaps_in);
   if (HasFailure()) return;
   // The workload must have reached what it is meant to test.
   EXPECT_GE(cov.steps, 3000);
@@ -358,6 +360,7 @@ TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
   EXPECT_GT(cov.prefix_hits, 0) << "the prefix cache was never hit";
   EXPECT_GT(cov.window_dropped, 0) << "no KV window ever slid";
   EXPECT_GT(cov.tier_hits, 0) << "no block ever came back from a KV tier";
+  EXPECT_GT(cov.tier_swaps_in, 0) << "no swap ever went through the tiers";
   EXPECT_GT(cov.disk_seeds, 0);
   EXPECT_GT(cov.cancelled_waiting, 0);
   EXPECT_GT(cov.cancelled_running, 0);

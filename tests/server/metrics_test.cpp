@@ -71,6 +71,9 @@ const EngineGauges kGauges{.running = 3,
                            .waiting = 2,
                            .kv_usage = 0.25,
                            .preemptions_total = 4,
+                           .swaps_out_total = 3,
+                           .swaps_in_total = 2,
+                           .swap_lost_tokens_total = 16,
                            .prefix_cache_queries_total = 1000,
                            .prefix_cache_hits_total = 640,
                            .tier_host_hits_total = 7,
@@ -224,6 +227,9 @@ TEST(ServerMetricsTest, ExposesTheGaugesGiven) {
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_queries_total")), 1000);
   EXPECT_EQ(value(text, m("tokamak:prefix_cache_hits_total")), 640);
   EXPECT_EQ(value(text, m("tokamak:kv_window_dropped_tokens_total")), 96);
+  EXPECT_EQ(value(text, "tokamak:kv_swaps_total{model_name=\"m\",direction=\"out\"}"), 3);
+  EXPECT_EQ(value(text, "tokamak:kv_swaps_total{model_name=\"m\",direction=\"in\"}"), 2);
+  EXPECT_EQ(value(text, m("tokamak:kv_swap_recomputed_tokens_total")), 16);
   const auto tier = [](const std::string& name, const char* t) {
     return name + "{model_name=\"m\",tier=\"" + t + "\"}";
   };
@@ -266,6 +272,8 @@ TEST(ServerMetricsTest, ExposesEveryFamilyTypedAndLabelled) {
       {"tokamak:generation_tokens_total", "counter"},
       {"tokamak:request_success_total", "counter"},
       {"tokamak:num_preemptions_total", "counter"},
+      {"tokamak:kv_swaps_total", "counter"},
+      {"tokamak:kv_swap_recomputed_tokens_total", "counter"},
       {"tokamak:prefix_cache_queries_total", "counter"},
       {"tokamak:prefix_cache_hits_total", "counter"},
       {"tokamak:prefix_cache_tier_hits_total", "counter"},

@@ -35,6 +35,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       throw Error(path + ": cannot mmap: " + std::strerror(err));
     }
     data_ = static_cast<const uint8_t*>(p);
+    // Start reading the whole file now, in large sequential requests: loading touches every
+    // weight, from several threads and not in file order (repacking), and page faults on a
+    // file that is not in the page cache would fetch it a readahead window at a time.
+    // Advice only: the map works the same without it.
+    ::madvise(p, size_, MADV_WILLNEED);
   }
   ::close(fd);
 }

@@ -178,6 +178,25 @@ TEST(PackedMatmulTest, PackingGroupRangesComposes) {
   }
 }
 
+// The word-at-a-time packer writes the bytes of the byte-at-a-time reference, partial last
+// groups included.
+TEST(PackedMatmulTest, PackingEqualsTheReferencePacker) {
+  for (DType base : kBases) {
+    for (int64_t n : {1, 8, 13, 24, 37}) {
+      std::mt19937_64 rng(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(base));
+      const int64_t blocks = 5, k = blocks * kQK;
+      const auto w = random_weights(base, n, blocks, rng);
+      const size_t rb = row_bytes(base, k);
+      const int64_t groups = (n + kPackRows - 1) / kPackRows;
+      std::vector<uint8_t> got(packed_bytes(base, n, k), 0xAB);
+      std::vector<uint8_t> want(got.size(), 0xCD);
+      pack_groups(base, w.data(), rb, n, k, 0, groups, got.data());
+      pack_groups_reference(base, w.data(), rb, n, k, 0, groups, want.data());
+      EXPECT_EQ(got, want) << dtype_name(base) << " n=" << n;
+    }
+  }
+}
+
 TEST(PackedMatmulTest, OnlyLevelsWithKernelsPack) {
   EXPECT_EQ(packed_weight_dtype(scalar_kernel_table(), DType::Q4_0), DType::Q4_0);
   for (const auto& nt : test::simd_tables()) {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed_weights.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -70,7 +71,97 @@ size_t packed_bytes(DType base, int64_t n, int64_t k) {
   return static_cast<size_t>(groups) * kPackRows * row_bytes(base, k);
 }
 
+namespace {
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+void store_u32(uint8_t* p, uint32_t v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// One GGUF 4-bit block of row r into the chunk layout, four bytes (one row of a chunk) at a
+// time: bytes 0-7 of a GGUF block hold elements 0-7 (low nibbles) and 16-23 (high), bytes
+// 8-15 elements 8-15 and 24-31. Masking keeps every nibble inside its byte across shifts.
+void pack_nibbles_words(const uint8_t* src_qs, int r, uint8_t* dst_qs) {
+  constexpr uint32_t kLow = 0x0f0f0f0fu;
+  const uint32_t a0 = load_u32(src_qs);       // elements 0-3   | 16-19
+  const uint32_t a1 = load_u32(src_qs + 4);   // elements 4-7   | 20-23
+  const uint32_t a2 = load_u32(src_qs + 8);   // elements 8-11  | 24-27
+  const uint32_t a3 = load_u32(src_qs + 12);  // elements 12-15 | 28-31
+  store_u32(dst_qs + 4 * r, (a0 & kLow) | (a1 & kLow) << 4);
+  store_u32(dst_qs + 32 + 4 * r, (a2 & kLow) | (a3 & kLow) << 4);
+  store_u32(dst_qs + 64 + 4 * r, (a0 >> 4 & kLow) | (a1 & ~kLow));
+  store_u32(dst_qs + 96 + 4 * r, (a2 >> 4 & kLow) | (a3 & ~kLow));
+}
+
+template <typename Src, typename Dst, typename PackRow>
+void pack_group_blocks(const void* w, size_t w_stride, int64_t first_row, int rows, int64_t nb,
+                       uint8_t* dst, PackRow pack_row) {
+  const Src* src[kPackRows];
+  for (int r = 0; r < rows; ++r) {
+    src[r] = reinterpret_cast<const Src*>(row_of(w, w_stride, first_row + r));
+  }
+  auto* out = reinterpret_cast<Dst*>(dst);
+  // Block by block, so that the group is written in order while its rows are read in order.
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int r = 0; r < rows; ++r) pack_row(src[r][i], r, out[i]);
+  }
+}
+
+}  // namespace
+
 void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
+                 int64_t g1, void* out) {
+  assert(k % kQK == 0 && packed_dtype(base) != base);
+  const int64_t nb = k / kQK;
+  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(g) * group_bytes;
+    const int64_t first_row = g * kPackRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kPackRows, n - first_row));
+    // Rows past n stay zero: scale 0, contribution 0.
+    if (rows < kPackRows) std::memset(dst, 0, group_bytes);
+    switch (base) {
+      case DType::Q4_0:
+        pack_group_blocks<block_q4_0, block_q4_0x8>(
+            w, w_stride, first_row, rows, nb, dst,
+            [](const block_q4_0& a, int r, block_q4_0x8& b) {
+              b.d[r] = a.d;
+              pack_nibbles_words(a.qs, r, b.qs);
+            });
+        break;
+      case DType::Q4_1:
+        pack_group_blocks<block_q4_1, block_q4_1x8>(
+            w, w_stride, first_row, rows, nb, dst,
+            [](const block_q4_1& a, int r, block_q4_1x8& b) {
+              b.d[r] = a.d;
+              b.m[r] = a.m;
+              pack_nibbles_words(a.qs, r, b.qs);
+            });
+        break;
+      case DType::Q8_0:
+        pack_group_blocks<block_q8_0, block_q8_0x8>(
+            w, w_stride, first_row, rows, nb, dst,
+            [](const block_q8_0& a, int r, block_q8_0x8& b) {
+              b.d[r] = a.d;
+              const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
+              // q + 128 in every byte: flipping the sign bit, four bytes at once.
+              for (int s = 0; s < kQK / 4; ++s) {
+                store_u32(b.qs + 32 * s + 4 * r, load_u32(q + 4 * s) ^ 0x80808080u);
+              }
+            });
+        break;
+      default:
+        assert(false && "no packed form");
+    }
+  }
+}
+
+void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
                  int64_t g1, void* out) {
   assert(k % kQK == 0 && packed_dtype(base) != base);
   const int64_t nb = k / kQK;

@@ -70,6 +70,10 @@ size_t packed_bytes(DType base, int64_t n, int64_t k);
 // `out`, which holds all packed_bytes(base, n, k) bytes (group g starts at g * 8 rows' bytes).
 void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
                  int64_t g1, void* out);
+// The same, a byte at a time straight from the layout above: what pack_groups (four bytes at
+// a time) is tested against.
+void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n, int64_t k,
+                           int64_t g0, int64_t g1, void* out);
 
 // One call of a packed matmul: y[c * y_stride + j - y_origin] for activation rows c in [0, m)
 // and weight rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart,

@@ -43,6 +43,9 @@ struct LlamaLayerWeights {
   // one tensor, w_gate and w_up as one; data null otherwise.
   Tensor w_qkv;
   Tensor w_gate_up;
+  // w_gate and w_up as a gated pair (Ops::prepare_gated) when the backend has that form,
+  // which SwiGLU is then applied in; data null otherwise (w_gate_up or the two are used).
+  Tensor w_gated;
 };
 
 struct LlamaWeights {

@@ -233,6 +233,79 @@ void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<co
   }
 }
 
+void CpuOps::packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Tensor& y,
+                           cpu::PackedEpilogue epilogue) {
+  const Rows xr = as_rows(x);
+  const Rows wr = as_rows(w);
+  const Rows yr = as_rows(y);
+  assert(xr.dtype == DType::F32 && yr.dtype == DType::F32 && cpu::is_packed(wr.dtype));
+  assert(xr.n_cols == wr.n_cols && yr.n_rows == xr.n_rows && yr.n_cols == n);
+  const int64_t m = xr.n_rows;
+  const int64_t k = xr.n_cols;
+  if (m == 0 || n == 0) return;
+  const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
+  cpu::PackedMatmulArgs args{wr.data, n, k, xq, xq_stride, m, 0, 0, yr.row<float>(0),
+                             yr.stride / static_cast<int64_t>(sizeof(float)), 0};
+  args.epilogue = epilogue;
+  args.silu_mul = kt_.silu_mul;
+  const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
+  assert(kernel != nullptr);
+  const auto run_groups = [&](int64_t g0, int64_t g1) {
+    cpu::PackedMatmulArgs part = args;
+    part.g0 = g0;
+    part.g1 = g1;
+    kernel(part);
+  };
+  // Groups of eight output columns (pairs of groups, gated: the same columns of both).
+  const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
+  const int64_t work = m * n * k * (epilogue == cpu::PackedEpilogue::SiluMul ? 2 : 1);
+  if (pool_.n_threads() == 1 || work < kMinParallelWork) {
+    run_groups(0, groups);
+  } else {
+    pool_.parallel_for(groups, run_groups);
+  }
+}
+
+void CpuOps::matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) {
+  const Rows wr = as_rows(w);
+  if (cpu::is_packed(wr.dtype)) {
+    packed_matmul(x, w, wr.n_rows, y, cpu::PackedEpilogue::Add);
+    return;
+  }
+  // No kernel here adds in its epilogue: the product goes through a scratch, then add().
+  const Rows yr = as_rows(y);
+  product_.resize(static_cast<size_t>(yr.n_rows * yr.n_cols));
+  const Tensor product = Tensor::contiguous(DType::F32, {yr.n_rows, yr.n_cols}, product_.data());
+  matmul(x, w, product);
+  add(y, product, y);
+}
+
+Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
+  const DType base = gate.dtype;
+  const DType packed = cpu::packed_weight_dtype(kt_, base);
+  if (packed == base || up.dtype != base || gate.rank != 2 || up.rank != 2 ||
+      gate.device != Device::CPU || up.device != Device::CPU || gate.shape[0] != up.shape[0] ||
+      gate.shape[1] != up.shape[1] || gate.stride[0] != up.stride[0]) {
+    return {};
+  }
+  const int64_t n = gate.shape[0];
+  const int64_t k = gate.shape[1];
+  AlignedBuffer<uint8_t> buf(2 * cpu::packed_bytes(base, n, k));
+  const int64_t pairs = (n + cpu::kPackRows - 1) / cpu::kPackRows;
+  for_rows(pairs, 2 * k * cpu::kPackRows, [&](int64_t p0, int64_t p1) {
+    cpu::pack_gated_pairs(base, gate.data, up.data, static_cast<size_t>(gate.stride[0]), n, k,
+                          p0, p1, buf.data());
+  });
+  // Its shape is the output's, (n, k); its bytes hold both weights.
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
+  packed_weights_.push_back(std::move(buf));
+  return out;
+}
+
+void CpuOps::matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) {
+  packed_matmul(x, gated, as_rows(gated).n_rows, y, cpu::PackedEpilogue::SiluMul);
+}
+
 void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
   const Rows xr = as_rows(x);
   const Rows yr = as_rows(y);

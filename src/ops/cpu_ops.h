@@ -27,6 +27,9 @@ class CpuOps final : public Ops {
   Tensor prepare_weight(const Tensor& w) override;
   Tensor prepare_stacked(std::span<const Tensor> ws) override;
   void matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) override;
+  void matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  Tensor prepare_gated(const Tensor& gate, const Tensor& up) override;
+  void matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) override;
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -49,6 +52,10 @@ class CpuOps final : public Ops {
   // x's rows encoded for weights of type wtype (in scratch_; F32 weights take x as it is):
   // the rows and their stride in bytes.
   std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype);
+  // A packed matmul of x against groups of `w` (n rows of output, y's), split across the
+  // pool by group, with the given epilogue (kernels/cpu/packed_weights.h).
+  void packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Tensor& y,
+                     cpu::PackedEpilogue epilogue);
 
   // Runs fn over [0, n) rows: on the caller when the work (n * cost_per_row) is small,
   // else split across the pool.
@@ -67,6 +74,7 @@ class CpuOps final : public Ops {
   std::vector<float> mass_rows_;
   std::vector<int64_t> mass_offsets_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
+  std::vector<float> product_;      // matmul_add's product where no kernel adds it
   std::vector<AlignedBuffer<uint8_t>> packed_weights_;  // what prepare_weight made
 };
 

@@ -68,6 +68,20 @@ class Ops {
   virtual void matmul_stacked(const Tensor& x, const Tensor& stacked,
                               std::span<const Tensor> ys) = 0;
 
+  // y (m, n) += x (m, k) · wᵀ, for w as matmul takes it: a residual added where the product
+  // is stored (a matmul epilogue where the backend has one), bitwise what matmul into a
+  // scratch followed by add(y, scratch, y) gives. x and y must not overlap.
+  virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+
+  // The gate and up weights of a SwiGLU feed-forward (both (n, k)) as one tensor for
+  // matmul_gated, or an empty tensor where the backend has no such form (the caller then
+  // multiplies them otherwise, e.g. stacked). Owned like prepare_weight's copies.
+  virtual Tensor prepare_gated(const Tensor& gate, const Tensor& up) = 0;
+  // y (m, n) = silu(x · gateᵀ) * (x · upᵀ) for `gated` from prepare_gated: the gate and up
+  // products never leave the kernel. Bitwise what matmul_stacked of the same two weights
+  // followed by silu_mul gives.
+  virtual void matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) = 0;
+
   // y (m, n) = x / rms(x) * weight (n), row by row; y may be x.
   virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
 

@@ -178,6 +178,118 @@ TEST(PackedMatmulTest, PackingGroupRangesComposes) {
   }
 }
 
+// The epilogues (packed_weights.h): Add and SiluMul in each level's kernel against the
+// reference, bitwise, with y holding random values first (Add reads them).
+TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
+  const SiluMulFn silu_mul = scalar_kernel_table().silu_mul;
+  int tested = 0;
+  for (const auto& nt : test::simd_tables()) {
+    for (DType base : kBases) {
+      const DType packed = packed_dtype(base);
+      const PackedMatmulFn kernel = packed_matmul_kernel(*nt.table, packed);
+      if (kernel == nullptr) continue;
+      ++tested;
+      for (PackedEpilogue epilogue : {PackedEpilogue::Add, PackedEpilogue::SiluMul}) {
+        for (int64_t n : {8, 13, 37}) {
+          for (int64_t blocks : {1, 3, 17}) {
+            std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
+                                static_cast<uint64_t>(base) * 7 +
+                                static_cast<uint64_t>(epilogue));
+            const int64_t k = blocks * kQK;
+            const bool gated = epilogue == PackedEpilogue::SiluMul;
+            const int64_t groups = (n + kPackRows - 1) / kPackRows;
+            std::vector<uint8_t> w;
+            if (gated) {
+              const auto gate = random_weights(base, n, blocks, rng);
+              const auto up = random_weights(base, n, blocks, rng);
+              w.resize(2 * packed_bytes(base, n, k));
+              pack_gated_pairs(base, gate.data(), up.data(), row_bytes(base, k), n, k, 0, groups,
+                               w.data());
+            } else {
+              w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
+            }
+            const int64_t max_m = 9;
+            const size_t xs = row_bytes(activation_dtype(base), k);
+            const auto x = random_activations(base, max_m, blocks, xs, rng);
+            const int64_t y_stride = n + 3;
+            for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{5}, max_m}) {
+              for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
+                std::vector<float> got(static_cast<size_t>(m * y_stride));
+                for (float& v : got) {
+                  v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
+                }
+                std::vector<float> want = got;
+                PackedMatmulArgs args{w.data(), n, k, x.data(), xs, m, g0, groups, got.data(),
+                                      y_stride, 0};
+                args.epilogue = epilogue;
+                args.silu_mul = silu_mul;
+                kernel(args);
+                args.y = want.data();
+                packed_matmul_reference(packed, args);
+                ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                    << nt.name << " " << dtype_name(packed) << " epilogue "
+                    << static_cast<int>(epilogue) << " n=" << n << " blocks=" << blocks
+                    << " m=" << m << " g0=" << g0;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no kernel level of this CPU packs weights";
+}
+
+// The reference's epilogues are what they claim: Add is y + (the stored product), SiluMul is
+// silu_mul, over each output row, of the gate's and the up weight's stored products.
+TEST(PackedMatmulTest, ReferenceEpiloguesEqualTheUnfusedSteps) {
+  const SiluMulFn silu_mul = scalar_kernel_table().silu_mul;
+  for (DType base : kBases) {
+    std::mt19937_64 rng(static_cast<uint64_t>(base) + 77);
+    const int64_t n = 21, blocks = 4, k = blocks * kQK, m = 3;
+    const size_t rb = row_bytes(base, k);
+    const auto gate = random_weights(base, n, blocks, rng);
+    const auto up = random_weights(base, n, blocks, rng);
+    const size_t xs = row_bytes(activation_dtype(base), k);
+    const auto x = random_activations(base, m, blocks, xs, rng);
+    const int64_t groups = (n + kPackRows - 1) / kPackRows;
+    const DType packed = packed_dtype(base);
+    const auto product = [&](const std::vector<uint8_t>& w) {
+      std::vector<float> y(static_cast<size_t>(m * n));
+      const auto p = pack_all(base, w, n, k);
+      packed_matmul_reference(packed, {p.data(), n, k, x.data(), xs, m, 0, groups, y.data(), n, 0});
+      return y;
+    };
+    const std::vector<float> g = product(gate);
+    const std::vector<float> u = product(up);
+
+    std::vector<float> residual(g.size());
+    for (float& v : residual) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
+    std::vector<float> added = residual;
+    const auto p = pack_all(base, gate, n, k);
+    PackedMatmulArgs add_args{p.data(), n, k, x.data(), xs, m, 0, groups, added.data(), n, 0};
+    add_args.epilogue = PackedEpilogue::Add;
+    packed_matmul_reference(packed, add_args);
+    for (size_t e = 0; e < g.size(); ++e) {
+      EXPECT_EQ(added[e], residual[e] + g[e]) << dtype_name(base) << " element " << e;
+    }
+
+    std::vector<uint8_t> pair(2 * packed_bytes(base, n, k));
+    pack_gated_pairs(base, gate.data(), up.data(), rb, n, k, 0, groups, pair.data());
+    std::vector<float> fused(g.size());
+    PackedMatmulArgs gated{pair.data(), n, k, x.data(), xs, m, 0, groups, fused.data(), n, 0};
+    gated.epilogue = PackedEpilogue::SiluMul;
+    gated.silu_mul = silu_mul;
+    packed_matmul_reference(packed, gated);
+    std::vector<float> unfused(g.size());
+    for (int64_t c = 0; c < m; ++c) {
+      silu_mul(g.data() + c * n, u.data() + c * n, unfused.data() + c * n, n);
+    }
+    EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)), 0)
+        << dtype_name(base);
+  }
+}
+
 // The word-at-a-time packer writes the bytes of the byte-at-a-time reference, partial last
 // groups included.
 TEST(PackedMatmulTest, PackingEqualsTheReferencePacker) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
@@ -97,6 +98,64 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CpuOpsTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                                            DType::Q4_0, DType::Q4_1),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// The fused epilogues: matmul_add is bitwise matmul then add (the residual), for prepared
+// (repacked) and plain weights; matmul_gated is bitwise the stacked gate/up matmul then
+// silu_mul, where the level has the gated form (and says so with an empty tensor where not).
+// 1 to 3 threads; 1, 5 and 40 activation rows; n off a multiple of 8.
+TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
+  const int64_t k = 96;
+  for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::F16}) {
+    for (int64_t n : {int64_t{24}, int64_t{37}}) {
+      auto gate_data = encode(wt, random_floats(static_cast<size_t>(n * k), 50 + n), k);
+      auto up_data = encode(wt, random_floats(static_cast<size_t>(n * k), 60 + n), k);
+      const Tensor gate = Tensor::contiguous(wt, {n, k}, gate_data.data());
+      const Tensor up = Tensor::contiguous(wt, {n, k}, up_data.data());
+      for (Isa isa : isas()) {
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          CpuOps ops(pool, isa);
+          ops.reserve(40, k);
+          const bool packs = cpu::packed_weight_dtype(cpu::kernel_table(isa), wt) != wt;
+          const Tensor gated = ops.prepare_gated(gate, up);
+          ASSERT_EQ(gated.data != nullptr, packs) << dtype_name(wt) << " " << isa_name(isa);
+          for (const Tensor& w : {gate, ops.prepare_weight(gate)}) {
+            for (int64_t m : {1, 5, 40}) {
+              const std::string where = std::string(dtype_name(w.dtype)) + " " +
+                                        std::string(isa_name(isa)) + " threads " + std::to_string(threads) +
+                                        " n " + std::to_string(n) + " m " + std::to_string(m);
+              auto x = random_floats(static_cast<size_t>(m * k), 70 + m, -2.0f, 2.0f);
+              const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
+              auto residual = random_floats(static_cast<size_t>(m * n), 80 + m, -4.0f, 4.0f);
+
+              std::vector<float> fused = residual;
+              ops.matmul_add(xt, w, Tensor::contiguous(DType::F32, {m, n}, fused.data()));
+              std::vector<float> product(fused.size());
+              std::vector<float> unfused = residual;
+              const Tensor ut = Tensor::contiguous(DType::F32, {m, n}, unfused.data());
+              ops.matmul(xt, w, Tensor::contiguous(DType::F32, {m, n}, product.data()));
+              ops.add(ut, Tensor::contiguous(DType::F32, {m, n}, product.data()), ut);
+              EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * 4), 0)
+                  << "matmul_add " << where;
+
+              if (!packs || w.data != gate.data) continue;
+              std::vector<float> silu(static_cast<size_t>(m * n), -1.0f);
+              ops.matmul_gated(xt, gated, Tensor::contiguous(DType::F32, {m, n}, silu.data()));
+              std::vector<float> g(silu.size()), u(silu.size());
+              const Tensor gt = Tensor::contiguous(DType::F32, {m, n}, g.data());
+              ops.matmul(xt, ops.prepare_weight(gate), gt);
+              ops.matmul(xt, ops.prepare_weight(up), Tensor::contiguous(DType::F32, {m, n},
+                                                                        u.data()));
+              ops.silu_mul(gt, Tensor::contiguous(DType::F32, {m, n}, u.data()), gt);
+              EXPECT_EQ(std::memcmp(silu.data(), g.data(), silu.size() * 4), 0)
+                  << "matmul_gated " << where;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 // Stacked weights (Q, K, V as one tensor): each output bitwise what a matmul with that weight
 // prepared on its own gives, at 1 to 3 threads and for 1 or 5 activation rows; levels without

@@ -186,13 +186,26 @@ void packed_matmul(const PackedMatmulArgs& a) {
                                       static_cast<size_t>(c) * a.xq_stride);
   };
   const auto* w = static_cast<const W*>(a.w);
+  // A gated pair's up group follows its gate group (pack_gated_pairs).
+  const bool gated = a.epilogue == PackedEpilogue::SiluMul;
+  assert(!gated || a.silu_mul != nullptr);
+  const int64_t group_blocks = gated ? 2 * nb : nb;
   for (int64_t g = a.g0; g < a.g1; ++g) {
-    const W* wb = w + g * nb;
+    const W* wb = w + g * group_blocks;
     const int64_t j0 = g * kPackRows;
     const int64_t rows = a.n - j0 < kPackRows ? a.n - j0 : kPackRows;
     const __mmask8 keep = static_cast<__mmask8>((1u << rows) - 1u);
-    const auto store = [&](int64_t c, __m256 v) {
+    // The epilogue of activation row c: v for the group's eight rows (and, gated, up).
+    const auto finish = [&](int64_t c, __m256 v, __m256 up) {
       float* dst = a.y + c * a.y_stride + (j0 - a.y_origin);
+      if (gated) {
+        alignas(32) float gate8[kPackRows], up8[kPackRows];
+        _mm256_store_ps(gate8, v);
+        _mm256_store_ps(up8, up);
+        a.silu_mul(gate8, up8, dst, rows);
+        return;
+      }
+      if (a.epilogue == PackedEpilogue::Add) v = _mm256_add_ps(_mm256_maskz_loadu_ps(keep, dst), v);
       if (rows == kPackRows) {
         _mm256_storeu_ps(dst, v);
       } else {
@@ -208,15 +221,19 @@ void packed_matmul(const PackedMatmulArgs& a) {
         as[t] = acts.data() + (c + t) * nb;
       }
       __m256 out[kTileRows];
+      __m256 out_up[kTileRows] = {};
       group_tile<T, kTileRows>(wb, nb, xs, as, out);
-      for (int t = 0; t < kTileRows; ++t) store(c + t, out[t]);
+      if (gated) group_tile<T, kTileRows>(wb + nb, nb, xs, as, out_up);
+      for (int t = 0; t < kTileRows; ++t) finish(c + t, out[t], out_up[t]);
     }
     for (; c < a.m; ++c) {
       const X* xs[1] = {x_row(c)};
       const ActBlock* as[1] = {acts.data() + c * nb};
       __m256 out[1];
+      __m256 out_up[1] = {};
       group_tile<T, 1>(wb, nb, xs, as, out);
-      store(c, out[0]);
+      if (gated) group_tile<T, 1>(wb + nb, nb, xs, as, out_up);
+      finish(c, out[0], out_up[0]);
     }
   }
 }

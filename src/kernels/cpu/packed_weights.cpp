@@ -207,60 +207,103 @@ void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n
   }
 }
 
+void pack_gated_pairs(DType base, const void* gate, const void* up, size_t w_stride, int64_t n,
+                      int64_t k, int64_t p0, int64_t p1, void* out) {
+  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  for (int64_t p = p0; p < p1; ++p) {
+    // pack_groups puts group g at g * group_bytes: shift the base so that group p lands at
+    // pair slot 2p (gate) or 2p + 1 (up).
+    auto* pair = static_cast<uint8_t*>(out) + static_cast<size_t>(p) * group_bytes;
+    pack_groups(base, gate, w_stride, n, k, p, p + 1, pair);
+    pack_groups(base, up, w_stride, n, k, p, p + 1, pair + group_bytes);
+  }
+}
+
+namespace {
+
+// One output of the packed arithmetic (packed_weights.h): row r of the group at `group`
+// against activation row x, over nb blocks.
+float packed_dot_reference(DType packed, const uint8_t* group, int r, const uint8_t* x,
+                           int64_t nb) {
+  float acc = 0.0f;
+  float mins = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t isum = 0;
+    float dw = 0.0f;
+    float dx = 0.0f;
+    switch (packed) {
+      case DType::Q4_0_X8: {
+        const auto& b = reinterpret_cast<const block_q4_0x8*>(group)[i];
+        const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
+        for (int e = 0; e < kQK; ++e) isum += (packed_nibble(b.qs, r, e) - 8) * xb.qs[e];
+        dw = fp16_to_f32(b.d[r]);
+        dx = fp16_to_f32(xb.d);
+        break;
+      }
+      case DType::Q4_1_X8: {
+        const auto& b = reinterpret_cast<const block_q4_1x8*>(group)[i];
+        const auto& xb = reinterpret_cast<const block_q8_1*>(x)[i];
+        for (int e = 0; e < kQK; ++e) isum += packed_nibble(b.qs, r, e) * xb.qs[e];
+        dw = fp16_to_f32(b.d[r]);
+        dx = fp16_to_f32(xb.d);
+        mins = std::fma(fp16_to_f32(b.m[r]), fp16_to_f32(xb.s), mins);
+        break;
+      }
+      case DType::Q8_0_X8: {
+        const auto& b = reinterpret_cast<const block_q8_0x8*>(group)[i];
+        const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
+        for (int e = 0; e < kQK; ++e) {
+          isum += (b.qs[32 * (e / 4) + 4 * r + e % 4] - 128) * xb.qs[e];
+        }
+        dw = fp16_to_f32(b.d[r]);
+        dx = fp16_to_f32(xb.d);
+        break;
+      }
+      default:
+        assert(false);
+    }
+    const float scale = dw * dx;
+    acc = std::fma(scale, static_cast<float>(isum), acc);
+  }
+  return packed == DType::Q4_1_X8 ? acc + mins : acc;
+}
+
+}  // namespace
+
 void packed_matmul_reference(DType packed, const PackedMatmulArgs& a) {
   assert(is_packed(packed) && a.k % kQK == 0);
   const DType base = unpacked_dtype(packed);
   const int64_t nb = a.k / kQK;
   const size_t group_bytes = kPackRows * row_bytes(base, a.k);
+  const bool gated = a.epilogue == PackedEpilogue::SiluMul;
   const auto* w = static_cast<const uint8_t*>(a.w);
   for (int64_t g = a.g0; g < a.g1; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * group_bytes;
-    for (int r = 0; r < kPackRows; ++r) {
-      const int64_t j = g * kPackRows + r;
-      if (j >= a.n) break;
-      for (int64_t c = 0; c < a.m; ++c) {
-        const uint8_t* x = static_cast<const uint8_t*>(a.xq) + static_cast<size_t>(c) * a.xq_stride;
-        float acc = 0.0f;
-        float mins = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          int32_t isum = 0;
-          float dw = 0.0f;
-          float dx = 0.0f;
-          switch (packed) {
-            case DType::Q4_0_X8: {
-              const auto& b = reinterpret_cast<const block_q4_0x8*>(group)[i];
-              const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
-              for (int e = 0; e < kQK; ++e) isum += (packed_nibble(b.qs, r, e) - 8) * xb.qs[e];
-              dw = fp16_to_f32(b.d[r]);
-              dx = fp16_to_f32(xb.d);
-              break;
-            }
-            case DType::Q4_1_X8: {
-              const auto& b = reinterpret_cast<const block_q4_1x8*>(group)[i];
-              const auto& xb = reinterpret_cast<const block_q8_1*>(x)[i];
-              for (int e = 0; e < kQK; ++e) isum += packed_nibble(b.qs, r, e) * xb.qs[e];
-              dw = fp16_to_f32(b.d[r]);
-              dx = fp16_to_f32(xb.d);
-              mins = std::fma(fp16_to_f32(b.m[r]), fp16_to_f32(xb.s), mins);
-              break;
-            }
-            case DType::Q8_0_X8: {
-              const auto& b = reinterpret_cast<const block_q8_0x8*>(group)[i];
-              const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
-              for (int e = 0; e < kQK; ++e) {
-                isum += (b.qs[32 * (e / 4) + 4 * r + e % 4] - 128) * xb.qs[e];
-              }
-              dw = fp16_to_f32(b.d[r]);
-              dx = fp16_to_f32(xb.d);
-              break;
-            }
-            default:
-              assert(false);
+    const uint8_t* group = w + static_cast<size_t>(g) * group_bytes * (gated ? 2 : 1);
+    const int64_t j0 = g * kPackRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kPackRows, a.n - j0));
+    for (int64_t c = 0; c < a.m; ++c) {
+      const uint8_t* x = static_cast<const uint8_t*>(a.xq) + static_cast<size_t>(c) * a.xq_stride;
+      float* y = a.y + c * a.y_stride + (j0 - a.y_origin);
+      float v[kPackRows];
+      for (int r = 0; r < rows; ++r) v[r] = packed_dot_reference(packed, group, r, x, nb);
+      switch (a.epilogue) {
+        case PackedEpilogue::Store:
+          for (int r = 0; r < rows; ++r) y[r] = v[r];
+          break;
+        case PackedEpilogue::Add:
+          for (int r = 0; r < rows; ++r) y[r] = y[r] + v[r];
+          break;
+        case PackedEpilogue::SiluMul: {
+          // One call per group: silu_mul's rounding depends on where a group of 8 starts
+          // (ggml's vector exp for whole groups of 8, libm's for the rest), and a row-wide
+          // call over y, whose groups start at multiples of 8, rounds each group the same.
+          float up[kPackRows];
+          for (int r = 0; r < rows; ++r) {
+            up[r] = packed_dot_reference(packed, group + group_bytes, r, x, nb);
           }
-          const float scale = dw * dx;
-          acc = std::fma(scale, static_cast<float>(isum), acc);
+          a.silu_mul(v, up, y, rows);
+          break;
         }
-        a.y[c * a.y_stride + j - a.y_origin] = packed == DType::Q4_1_X8 ? acc + mins : acc;
       }
     }
   }

@@ -75,6 +75,22 @@ void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t 
 void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n, int64_t k,
                            int64_t g0, int64_t g1, void* out);
 
+// Packs a gated pair, the gate and up weights of a SwiGLU feed-forward (both (n, k), rows
+// w_stride bytes apart), for PackedEpilogue::SiluMul: pair p is group 2p, gate rows
+// [8p, 8p + 8), then group 2p + 1, the same rows of up. Packs pairs [p0, p1) into `out`, which
+// holds 2 * packed_bytes(base, n, k) bytes.
+void pack_gated_pairs(DType base, const void* gate, const void* up, size_t w_stride, int64_t n,
+                      int64_t k, int64_t p0, int64_t p1, void* out);
+
+// What a packed matmul does with each result v of (activation row c, weight row j):
+//   Store    y = v
+//   Add      y = y + v  (a residual added in the epilogue: bitwise what an add after it gives)
+//   SiluMul  the weight is a gated pair (pack_gated_pairs): y = silu(v_gate) * v_up, through
+//            the kernel table's silu_mul, so bitwise what a silu_mul after the matmuls gives.
+//            g0 and g1 then count pairs, and n is the rows of gate (and of up).
+enum class PackedEpilogue : uint8_t { Store, Add, SiluMul };
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
+
 // One call of a packed matmul: y[c * y_stride + j - y_origin] for activation rows c in [0, m)
 // and weight rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart,
 // in the encoding of the base type (activation_dtype in matmul.h). y_origin lets a tensor of
@@ -92,6 +108,8 @@ struct PackedMatmulArgs {
   float* y;
   int64_t y_stride;
   int64_t y_origin = 0;  // the weight row written to y's column 0
+  PackedEpilogue epilogue = PackedEpilogue::Store;
+  SiluMulFn silu_mul = nullptr;  // for PackedEpilogue::SiluMul
 };
 using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
 

@@ -45,7 +45,6 @@ class LlamaModel final : public Model {
     k_ = AlignedBuffer<float>(t * hp_.k_dim());
     v_ = AlignedBuffer<float>(t * hp_.v_dim());
     att_ = AlignedBuffer<float>(t * hp_.attn_out_dim());
-    proj_ = AlignedBuffer<float>(t * hp_.n_embd);
     gate_ = AlignedBuffer<float>(t * hp_.n_ff);
     up_ = AlignedBuffer<float>(t * hp_.n_ff);
     const int64_t max_k = std::max({hp_.n_embd, hp_.n_ff, hp_.attn_out_dim()});
@@ -106,7 +105,13 @@ class LlamaModel final : public Model {
     };
     for (LlamaLayerWeights& L : w_.layers) {
       L.w_qkv = stack({&L.wq, &L.wk, &L.wv});
-      L.w_gate_up = stack({&L.w_gate, &L.w_up});
+      L.w_gated = ops.prepare_gated(L.w_gate, L.w_up);
+      if (L.w_gated.data != nullptr) {
+        drop_file_copy(L.w_gate);
+        drop_file_copy(L.w_up);
+      } else {
+        L.w_gate_up = stack({&L.w_gate, &L.w_up});
+      }
       prepare(L.wo);
       prepare(L.w_down);
     }
@@ -148,7 +153,6 @@ class LlamaModel final : public Model {
   AlignedBuffer<float> k_;     // (t, n_head_kv, hd_k)
   AlignedBuffer<float> v_;     // (t, n_head_kv * hd_v)
   AlignedBuffer<float> att_;   // (t, n_head * hd_v) attention output
-  AlignedBuffer<float> proj_;  // (t, n_embd)        output of Wo / Wdown
   AlignedBuffer<float> gate_;  // (t, n_ff)
   AlignedBuffer<float> up_;    // (t, n_ff)
 };
@@ -219,7 +223,6 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
   const Tensor k_heads =
       Tensor::contiguous(DType::F32, {t, hp_.n_head_kv, hp_.head_dim_k}, k_.data());
   const Tensor att = view(att_, t, hp_.attn_out_dim());
-  const Tensor proj = view(proj_, t, hp_.n_embd);
   const Tensor gate = view(gate_, t, hp_.n_ff);
   const Tensor up = view(up_, t, hp_.n_ff);
   const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
@@ -243,21 +246,23 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
     ops.rope(q_heads, positions, rope);
     ops.rope(k_heads, positions, rope);
     attend(l, q_heads, k, v, att);
-    ops.matmul(att, L.wo, proj);
-    ops.add(x, proj, x);
+    ops.matmul_add(att, L.wo, x);  // x += att · Woᵀ, the residual in the epilogue
 
     // Feed-forward block (SwiGLU).
     ops.rmsnorm(x, L.ffn_norm, hp_.rms_eps, h);
-    if (L.w_gate_up.data != nullptr) {
-      const Tensor gate_up_out[] = {gate, up};
-      ops.matmul_stacked(h, L.w_gate_up, gate_up_out);
+    if (L.w_gated.data != nullptr) {
+      ops.matmul_gated(h, L.w_gated, gate);  // gate = silu(h · gateᵀ) * (h · upᵀ)
     } else {
-      ops.matmul(h, L.w_gate, gate);
-      ops.matmul(h, L.w_up, up);
+      if (L.w_gate_up.data != nullptr) {
+        const Tensor gate_up_out[] = {gate, up};
+        ops.matmul_stacked(h, L.w_gate_up, gate_up_out);
+      } else {
+        ops.matmul(h, L.w_gate, gate);
+        ops.matmul(h, L.w_up, up);
+      }
+      ops.silu_mul(gate, up, gate);
     }
-    ops.silu_mul(gate, up, gate);
-    ops.matmul(gate, L.w_down, proj);
-    ops.add(x, proj, x);
+    ops.matmul_add(gate, L.w_down, x);
   }
 
   // Logits for the requested rows only: gather, normalise, project onto the vocabulary.

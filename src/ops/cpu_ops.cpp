@@ -93,8 +93,11 @@ void CpuOps::for_rows(int64_t n, int64_t cost_per_row,
   }
 }
 
-std::pair<const void*, size_t> CpuOps::encode_activations(const Tensor& x, DType wtype) {
+std::pair<const void*, size_t> CpuOps::encode_activations(const Tensor& x, DType wtype,
+                                                          const InputNorm& norm) {
   const Rows xr = as_rows(x);
+  // F32 weights read x itself; only the packed kernels, whose inputs are encoded, take a norm.
+  assert(wtype != DType::F32 || !norm.on());
   if (wtype == DType::F32) return {xr.data, static_cast<size_t>(xr.stride)};
   const int64_t m = xr.n_rows;
   const int64_t k = xr.n_cols;
@@ -103,8 +106,24 @@ std::pair<const void*, size_t> CpuOps::encode_activations(const Tensor& x, DType
   uint8_t* dst = scratch_.data();
   const float* src = xr.row<const float>(0);
   const int64_t x_stride = xr.stride / static_cast<int64_t>(sizeof(float));
-  for_rows(m, k, [&](int64_t r0, int64_t r1) {
-    cpu::convert_rows(kt_, wtype, src, x_stride, k, r0, r1, dst);
+  if (!norm.on()) {
+    for_rows(m, k, [&](int64_t r0, int64_t r1) {
+      cpu::convert_rows(kt_, wtype, src, x_stride, k, r0, r1, dst);
+    });
+    return {dst, xq_stride};
+  }
+  assert(norm.weight.dtype == DType::F32 && norm.weight.n_elements() == k);
+  const auto* w = norm.weight.ptr<const float>();
+  // Each row normalised into a row of this thread's, then encoded from there: what rmsnorm
+  // then the encoder give, without the normalised rows going through memory.
+  for_rows(m, 2 * k, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      cpu::rmsnorm_row(src + r * x_stride, w, row.data(), k, norm.eps);
+      cpu::convert_rows(kt_, wtype, row.data(), k, k, 0, 1,
+                        dst + static_cast<size_t>(r) * xq_stride);
+    }
   });
   return {dst, xq_stride};
 }
@@ -123,7 +142,7 @@ void CpuOps::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
 
   if (cpu::is_packed(wr.dtype)) {  // a stack of one weight
     const Tensor ys[] = {y};
-    matmul_stacked(x, w, ys);
+    matmul_stacked(x, {}, w, ys);
     return;
   }
 
@@ -192,7 +211,8 @@ Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
   return out;
 }
 
-void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) {
+void CpuOps::matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor& stacked,
+                            std::span<const Tensor> ys) {
   const Rows xr = as_rows(x);
   const Rows wr = as_rows(stacked);
   assert(xr.dtype == DType::F32 && cpu::is_packed(wr.dtype) && xr.n_cols == wr.n_cols);
@@ -200,7 +220,7 @@ void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<co
   const int64_t k = xr.n_cols;
   const int64_t n = wr.n_rows;
   if (m == 0) return;
-  const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
+  const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
   const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
   assert(kernel != nullptr);
 
@@ -233,8 +253,8 @@ void CpuOps::matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<co
   }
 }
 
-void CpuOps::packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Tensor& y,
-                           cpu::PackedEpilogue epilogue) {
+void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w, int64_t n,
+                           const Tensor& y, cpu::PackedEpilogue epilogue) {
   const Rows xr = as_rows(x);
   const Rows wr = as_rows(w);
   const Rows yr = as_rows(y);
@@ -243,7 +263,7 @@ void CpuOps::packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Te
   const int64_t m = xr.n_rows;
   const int64_t k = xr.n_cols;
   if (m == 0 || n == 0) return;
-  const auto [xq, xq_stride] = encode_activations(x, wr.dtype);
+  const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
   cpu::PackedMatmulArgs args{wr.data, n, k, xq, xq_stride, m, 0, 0, yr.row<float>(0),
                              yr.stride / static_cast<int64_t>(sizeof(float)), 0};
   args.epilogue = epilogue;
@@ -269,7 +289,7 @@ void CpuOps::packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Te
 void CpuOps::matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) {
   const Rows wr = as_rows(w);
   if (cpu::is_packed(wr.dtype)) {
-    packed_matmul(x, w, wr.n_rows, y, cpu::PackedEpilogue::Add);
+    packed_matmul(x, {}, w, wr.n_rows, y, cpu::PackedEpilogue::Add);
     return;
   }
   // No kernel here adds in its epilogue: the product goes through a scratch, then add().
@@ -302,8 +322,9 @@ Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
   return out;
 }
 
-void CpuOps::matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) {
-  packed_matmul(x, gated, as_rows(gated).n_rows, y, cpu::PackedEpilogue::SiluMul);
+void CpuOps::matmul_gated(const Tensor& x, const InputNorm& norm, const Tensor& gated,
+                          const Tensor& y) {
+  packed_matmul(x, norm, gated, as_rows(gated).n_rows, y, cpu::PackedEpilogue::SiluMul);
 }
 
 void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

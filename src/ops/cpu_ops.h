@@ -26,10 +26,12 @@ class CpuOps final : public Ops {
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
   Tensor prepare_weight(const Tensor& w) override;
   Tensor prepare_stacked(std::span<const Tensor> ws) override;
-  void matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) override;
+  void matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor& stacked,
+                      std::span<const Tensor> ys) override;
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) override;
   Tensor prepare_gated(const Tensor& gate, const Tensor& up) override;
-  void matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) override;
+  void matmul_gated(const Tensor& x, const InputNorm& norm, const Tensor& gated,
+                    const Tensor& y) override;
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -50,12 +52,14 @@ class CpuOps final : public Ops {
 
  private:
   // x's rows encoded for weights of type wtype (in scratch_; F32 weights take x as it is):
-  // the rows and their stride in bytes.
-  std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype);
-  // A packed matmul of x against groups of `w` (n rows of output, y's), split across the
-  // pool by group, with the given epilogue (kernels/cpu/packed_weights.h).
-  void packed_matmul(const Tensor& x, const Tensor& w, int64_t n, const Tensor& y,
-                     cpu::PackedEpilogue epilogue);
+  // the rows and their stride in bytes. With norm on, each row is normalised first, on its
+  // way to the encoder (then F32 weights take the normalised rows, also in scratch_).
+  std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype,
+                                                    const InputNorm& norm = {});
+  // A packed matmul of norm(x) against groups of `w` (n rows of output, y's), split across
+  // the pool by group, with the given epilogue (kernels/cpu/packed_weights.h).
+  void packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w, int64_t n,
+                     const Tensor& y, cpu::PackedEpilogue epilogue);
 
   // Runs fn over [0, n) rows: on the caller when the work (n * cost_per_row) is small,
   // else split across the pool.

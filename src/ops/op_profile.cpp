@@ -29,8 +29,9 @@ class ProfiledOps final : public Ops {
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override {
     timed(ProfiledOp::Matmul, [&] { inner_->matmul(x, w, y); });
   }
-  void matmul_stacked(const Tensor& x, const Tensor& stacked, std::span<const Tensor> ys) override {
-    timed(ProfiledOp::Matmul, [&] { inner_->matmul_stacked(x, stacked, ys); });
+  void matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor& stacked,
+                      std::span<const Tensor> ys) override {
+    timed(ProfiledOp::Matmul, [&] { inner_->matmul_stacked(x, norm, stacked, ys); });
   }
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) override {
     timed(ProfiledOp::Matmul, [&] { inner_->matmul_add(x, w, y); });
@@ -38,8 +39,9 @@ class ProfiledOps final : public Ops {
   Tensor prepare_gated(const Tensor& gate, const Tensor& up) override {
     return inner_->prepare_gated(gate, up);
   }
-  void matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) override {
-    timed(ProfiledOp::Matmul, [&] { inner_->matmul_gated(x, gated, y); });
+  void matmul_gated(const Tensor& x, const InputNorm& norm, const Tensor& gated,
+                    const Tensor& y) override {
+    timed(ProfiledOp::Matmul, [&] { inner_->matmul_gated(x, norm, gated, y); });
   }
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     timed(ProfiledOp::Rmsnorm, [&] { inner_->rmsnorm(x, weight, eps, y); });

@@ -18,6 +18,15 @@ namespace tokamak {
 
 class ThreadPool;
 
+// RMSNorm applied to a matmul's input rows while they are encoded for its kernel, so that the
+// normalised rows are never stored: each row as rmsnorm(x, weight, eps) gives it, bitwise.
+struct InputNorm {
+  Tensor weight;  // (k) F32; data null: the input goes in as it is
+  float eps = 0.0f;
+
+  bool on() const { return weight.data != nullptr; }
+};
+
 struct RopeParams {
   int32_t n_rot = 0;  // rotated dims per head (even, <= head_dim)
   float freq_base = 10000.0f;
@@ -63,9 +72,10 @@ class Ops {
   // Owned like prepare_weight's copies.
   virtual Tensor prepare_stacked(std::span<const Tensor> ws) = 0;
 
-  // ys[i] (m, n_i) = x (m, k) · (weight i)ᵀ for `stacked` from prepare_stacked of weights of
-  // n_0, n_1, ... rows: bitwise what matmul gives with each weight prepared on its own.
-  virtual void matmul_stacked(const Tensor& x, const Tensor& stacked,
+  // ys[i] (m, n_i) = norm(x) (m, k) · (weight i)ᵀ for `stacked` from prepare_stacked of
+  // weights of n_0, n_1, ... rows: bitwise what rmsnorm (when norm is on) then matmul with each
+  // weight prepared on its own gives.
+  virtual void matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor& stacked,
                               std::span<const Tensor> ys) = 0;
 
   // y (m, n) += x (m, k) · wᵀ, for w as matmul takes it: a residual added where the product
@@ -77,10 +87,11 @@ class Ops {
   // matmul_gated, or an empty tensor where the backend has no such form (the caller then
   // multiplies them otherwise, e.g. stacked). Owned like prepare_weight's copies.
   virtual Tensor prepare_gated(const Tensor& gate, const Tensor& up) = 0;
-  // y (m, n) = silu(x · gateᵀ) * (x · upᵀ) for `gated` from prepare_gated: the gate and up
-  // products never leave the kernel. Bitwise what matmul_stacked of the same two weights
-  // followed by silu_mul gives.
-  virtual void matmul_gated(const Tensor& x, const Tensor& gated, const Tensor& y) = 0;
+  // y (m, n) = silu(norm(x) · gateᵀ) * (norm(x) · upᵀ) for `gated` from prepare_gated: the
+  // gate and up products never leave the kernel. Bitwise what matmul_stacked of the same two
+  // weights followed by silu_mul gives.
+  virtual void matmul_gated(const Tensor& x, const InputNorm& norm, const Tensor& gated,
+                            const Tensor& y) = 0;
 
   // y (m, n) = x / rms(x) * weight (n), row by row; y may be x.
   virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;

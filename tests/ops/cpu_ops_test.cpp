@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CpuOpsTest,
 
 // The fused epilogues: matmul_add is bitwise matmul then add (the residual), for prepared
 // (repacked) and plain weights; matmul_gated is bitwise the stacked gate/up matmul then
-// silu_mul, where the level has the gated form (and says so with an empty tensor where not).
+// silu_mul, where the level has the gated form (and says so with an empty tensor where not);
+// an input norm fused into matmul_gated or matmul_stacked is bitwise rmsnorm before them.
 // 1 to 3 threads; 1, 5 and 40 activation rows; n off a multiple of 8.
 TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
   const int64_t k = 96;
@@ -140,7 +141,8 @@ TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
 
               if (!packs || w.data != gate.data) continue;
               std::vector<float> silu(static_cast<size_t>(m * n), -1.0f);
-              ops.matmul_gated(xt, gated, Tensor::contiguous(DType::F32, {m, n}, silu.data()));
+              ops.matmul_gated(xt, {}, gated,
+                               Tensor::contiguous(DType::F32, {m, n}, silu.data()));
               std::vector<float> g(silu.size()), u(silu.size());
               const Tensor gt = Tensor::contiguous(DType::F32, {m, n}, g.data());
               ops.matmul(xt, ops.prepare_weight(gate), gt);
@@ -149,6 +151,25 @@ TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
               ops.silu_mul(gt, Tensor::contiguous(DType::F32, {m, n}, u.data()), gt);
               EXPECT_EQ(std::memcmp(silu.data(), g.data(), silu.size() * 4), 0)
                   << "matmul_gated " << where;
+
+              // With the input norm fused: bitwise rmsnorm, then the same matmul.
+              auto norm_w = random_floats(static_cast<size_t>(k), 90, 0.5f, 1.5f);
+              const InputNorm norm{Tensor::contiguous(DType::F32, {k}, norm_w.data()), 1e-5f};
+              std::vector<float> h(x.size());
+              const Tensor ht = Tensor::contiguous(DType::F32, {m, k}, h.data());
+              ops.rmsnorm(xt, norm.weight, norm.eps, ht);
+              std::vector<float> normed(silu.size()), plain(silu.size());
+              ops.matmul_gated(xt, norm, gated,
+                               Tensor::contiguous(DType::F32, {m, n}, normed.data()));
+              ops.matmul_gated(ht, {}, gated, Tensor::contiguous(DType::F32, {m, n}, plain.data()));
+              EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * 4), 0)
+                  << "matmul_gated with its input norm " << where;
+              const Tensor prepared = ops.prepare_weight(gate);
+              const Tensor one_out[] = {Tensor::contiguous(DType::F32, {m, n}, normed.data())};
+              ops.matmul_stacked(xt, norm, prepared, one_out);
+              ops.matmul(ht, prepared, Tensor::contiguous(DType::F32, {m, n}, plain.data()));
+              EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * 4), 0)
+                  << "matmul_stacked with its input norm " << where;
             }
           }
         }
@@ -193,7 +214,7 @@ TEST(CpuOpsStackedTest, EachOutputEqualsItsOwnMatmul) {
             want[i].assign(got[i].size(), -2.0f);
             outs.push_back(Tensor::contiguous(DType::F32, {m, rows[i]}, got[i].data()));
           }
-          ops.matmul_stacked(xt, stacked, outs);
+          ops.matmul_stacked(xt, {}, stacked, outs);
           for (size_t i = 0; i < 3; ++i) {
             ops.matmul(xt, ops.prepare_weight(ws[i]),
                        Tensor::contiguous(DType::F32, {m, rows[i]}, want[i].data()));

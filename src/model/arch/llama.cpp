@@ -234,11 +234,12 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
     const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
 
     // Attention block: project, rotate, cache K/V and attend over the cache, project back.
-    ops.rmsnorm(x, L.attn_norm, hp_.rms_eps, h);
     if (L.w_qkv.data != nullptr) {
+      // The norm is applied as the rows are encoded for the matmul.
       const Tensor qkv_out[] = {q, k, v};
-      ops.matmul_stacked(h, L.w_qkv, qkv_out);
+      ops.matmul_stacked(x, {L.attn_norm, hp_.rms_eps}, L.w_qkv, qkv_out);
     } else {
+      ops.rmsnorm(x, L.attn_norm, hp_.rms_eps, h);
       ops.matmul(h, L.wq, q);
       ops.matmul(h, L.wk, k);
       ops.matmul(h, L.wv, v);
@@ -249,14 +250,15 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
     ops.matmul_add(att, L.wo, x);  // x += att · Woᵀ, the residual in the epilogue
 
     // Feed-forward block (SwiGLU).
-    ops.rmsnorm(x, L.ffn_norm, hp_.rms_eps, h);
+    const InputNorm ffn_norm{L.ffn_norm, hp_.rms_eps};
     if (L.w_gated.data != nullptr) {
-      ops.matmul_gated(h, L.w_gated, gate);  // gate = silu(h · gateᵀ) * (h · upᵀ)
+      ops.matmul_gated(x, ffn_norm, L.w_gated, gate);  // silu(h · gateᵀ) * (h · upᵀ)
     } else {
       if (L.w_gate_up.data != nullptr) {
         const Tensor gate_up_out[] = {gate, up};
-        ops.matmul_stacked(h, L.w_gate_up, gate_up_out);
+        ops.matmul_stacked(x, ffn_norm, L.w_gate_up, gate_up_out);
       } else {
+        ops.rmsnorm(x, L.ffn_norm, hp_.rms_eps, h);
         ops.matmul(h, L.w_gate, gate);
         ops.matmul(h, L.w_up, up);
       }

@@ -403,6 +403,19 @@ void CpuOps::attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                             const PagedKVView& kv) {
+  write_kv_rows(k, v, {}, {}, slots, kv);
+}
+
+void CpuOps::rope_write_paged_kv(const Tensor& k, const Tensor& v,
+                                 std::span<const int32_t> positions, const RopeParams& rope,
+                                 std::span<const int64_t> slots, const PagedKVView& kv) {
+  assert(positions.size() == slots.size());
+  write_kv_rows(k, v, positions, rope, slots, kv);
+}
+
+void CpuOps::write_kv_rows(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                           const RopeParams& rope, std::span<const int64_t> slots,
+                           const PagedKVView& kv) {
   const Rows kr = as_rows(k);
   const Rows vr = as_rows(v);
   assert(kr.dtype == DType::F32 && vr.dtype == DType::F32);
@@ -414,16 +427,31 @@ void CpuOps::write_paged_kv(const Tensor& k, const Tensor& v, std::span<const in
   [[maybe_unused]] const int64_t n_slots = int64_t{kv.n_blocks} * kv.block_size;
   const int32_t dk = kv.head_dim_k;
   const int32_t dv = kv.head_dim_v;
+  const bool rotate = !positions.empty();
+  assert(!rotate || (rope.n_rot > 0 && rope.n_rot % 2 == 0 && rope.n_rot <= dk &&
+                     rope.n_rot <= cpu::kMaxHeadDim));
+  const cpu::RopeConfig rope_cfg{rope.n_rot, rope.freq_base, rope.freq_scale};
   // Rows are independent (each is encoded on its own, kv_codec.h): any split. F16 through
   // the ISA's conversion, the others through the one encoder.
   for_rows(kr.n_rows, int64_t{kv.n_head_kv} * (dk + dv), [&](int64_t r0, int64_t r1) {
+    // With RoPE: each key row rotated into this thread's copy (as rope() would in place).
+    thread_local std::vector<float> rotated;
+    if (rotate) rotated.resize(static_cast<size_t>(kr.n_cols));
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t slot = slots[static_cast<size_t>(r)];
       assert(slot >= 0 && slot < n_slots);
       const auto block = static_cast<int32_t>(slot / kv.block_size);
       const auto row = static_cast<int32_t>(slot % kv.block_size);
+      const float* k_row = kr.row<const float>(r);
+      if (rotate) {
+        float cos_sin[cpu::kMaxHeadDim];
+        cpu::rope_cos_sin(rope_cfg, positions[static_cast<size_t>(r)], cos_sin);
+        std::memcpy(rotated.data(), k_row, rotated.size() * sizeof(float));
+        cpu::rope_apply(rotated.data(), kv.n_head_kv, dk, rope.n_rot, cos_sin);
+        k_row = rotated.data();
+      }
       for (int32_t h = 0; h < kv.n_head_kv; ++h) {
-        const float* k_src = kr.row<const float>(r) + h * dk;
+        const float* k_src = k_row + h * dk;
         const float* v_src = vr.row<const float>(r) + h * dv;
         if (kv.dtypes.k == KVDType::F16) {
           kt_.to_f16(k_src, reinterpret_cast<uint16_t*>(kv.k_tile(block, h)) + row * dk, dk);

@@ -39,6 +39,9 @@ class CpuOps final : public Ops {
                  const Tensor& out) override;
   void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                       const PagedKVView& kv) override;
+  void rope_write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                           const RopeParams& rope, std::span<const int64_t> slots,
+                           const PagedKVView& kv) override;
   void encode_kv_blocks(const PagedKVView& hot, const PagedKVView& main,
                         std::span<const KVBlockEncode> blocks) override;
   void shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks, int32_t first_row,
@@ -60,6 +63,10 @@ class CpuOps final : public Ops {
   // the pool by group, with the given epilogue (kernels/cpu/packed_weights.h).
   void packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w, int64_t n,
                      const Tensor& y, cpu::PackedEpilogue epilogue);
+  // write_paged_kv, with RoPE applied to the key rows on the way when positions is not empty.
+  void write_kv_rows(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                     const RopeParams& rope, std::span<const int64_t> slots,
+                     const PagedKVView& kv);
 
   // Runs fn over [0, n) rows: on the caller when the work (n * cost_per_row) is small,
   // else split across the pool.

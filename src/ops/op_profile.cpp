@@ -59,6 +59,12 @@ class ProfiledOps final : public Ops {
                       const PagedKVView& kv) override {
     timed(ProfiledOp::WritePagedKV, [&] { inner_->write_paged_kv(k, v, slots, kv); });
   }
+  void rope_write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                           const RopeParams& rope, std::span<const int64_t> slots,
+                           const PagedKVView& kv) override {
+    timed(ProfiledOp::WritePagedKV,
+          [&] { inner_->rope_write_paged_kv(k, v, positions, rope, slots, kv); });
+  }
   void shift_paged_k(const PagedKVView& kv, std::span<const int32_t> blocks, int32_t first_row,
                      int32_t n_rows, int32_t delta, const RopeParams& rope) override {
     timed(ProfiledOp::ShiftPagedK,

@@ -114,6 +114,12 @@ class Ops {
   // Slots are distinct and inside the pool.
   virtual void write_paged_kv(const Tensor& k, const Tensor& v, std::span<const int64_t> slots,
                               const PagedKVView& kv) = 0;
+  // The same with RoPE applied to each key row (at positions[i]) on its way into the cache:
+  // bitwise what rope(k) then write_paged_kv gives, without the rotated keys being stored
+  // anywhere else (k itself is left as it is).
+  virtual void rope_write_paged_kv(const Tensor& k, const Tensor& v,
+                                   std::span<const int32_t> positions, const RopeParams& rope,
+                                   std::span<const int64_t> slots, const PagedKVView& kv) = 0;
 
   // Hot window (kv/paged_kv_cache.h): each listed block's F16 hot copy (all block_size rows,
   // every KV head, keys and values) encoded into its block of `main`, in main's dtypes, whole

@@ -133,6 +133,14 @@ class LlamaModel final : public Model {
             single_token_order};
   }
 
+  RopeParams rope_params() const {
+    return {hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
+  }
+  // k (t, n_head_kv * head_dim_k) seen as (t, n_head_kv, head_dim_k), for rope().
+  Tensor k_heads_of(const Tensor& k) const {
+    return Tensor::contiguous(DType::F32, {k.shape[0], hp_.n_head_kv, hp_.head_dim_k}, k.data);
+  }
+
   // A (rows, cols) F32 view of the first `rows` rows of a workspace.
   static Tensor view(AlignedBuffer<float>& buf, int64_t rows, int64_t cols) {
     return Tensor::contiguous(DType::F32, {rows, cols}, buf.data());
@@ -168,6 +176,7 @@ void LlamaModel::forward(const Batch& batch, KVCache& kv, std::span<float> logit
   Ops& ops = compute_.ops();
   run(batch.tokens, batch.positions, batch.logit_rows, logits,
       [&](int32_t l, const Tensor& q_heads, const Tensor& k, const Tensor& v, const Tensor& att) {
+        ops.rope(k_heads_of(k), batch.positions, rope_params());
         ops.copy(k, kv.key_rows(l, pos0, t));
         ops.copy(v, kv.value_rows(l, pos0, t));
         ops.attention(q_heads, kv.keys(l), kv.values(l), batch.positions, attn, att);
@@ -186,13 +195,14 @@ void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<f
   run(batch.tokens, batch.positions, batch.logit_rows, logits,
       [&](int32_t l, const Tensor& q_heads, const Tensor& k, const Tensor& v, const Tensor& att) {
         const PagedKVView layer = kv.layer(l);
+        // Keys are rotated (RoPE) on their way into the cache.
         if (layer.hot_window_blocks > 0) {
           // Rows go to the hot copies; the blocks they fill are encoded into the main pool.
           const PagedKVView hot = layer.hot_view();
-          ops.write_paged_kv(k, v, batch.hot_slots, hot);
+          ops.rope_write_paged_kv(k, v, batch.positions, rope_params(), batch.hot_slots, hot);
           ops.encode_kv_blocks(hot, layer, batch.filled);
         } else {
-          ops.write_paged_kv(k, v, batch.slots, layer);
+          ops.rope_write_paged_kv(k, v, batch.positions, rope_params(), batch.slots, layer);
         }
         ops.paged_attention(q_heads, layer, batch.seqs, attn, att);
       });
@@ -201,9 +211,8 @@ void LlamaModel::forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<f
 void LlamaModel::shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks,
                                     int32_t first_row, int32_t n_rows, int32_t delta) {
   if (n_rows == 0 || delta == 0) return;
-  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
-    compute_.ops().shift_paged_k(kv.layer(l), blocks, first_row, n_rows, delta, rope);
+    compute_.ops().shift_paged_k(kv.layer(l), blocks, first_row, n_rows, delta, rope_params());
   }
 }
 
@@ -220,12 +229,10 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
   const Tensor k = view(k_, t, hp_.k_dim());
   const Tensor v = view(v_, t, hp_.v_dim());
   const Tensor q_heads = Tensor::contiguous(DType::F32, {t, hp_.n_head, hp_.head_dim_k}, q_.data());
-  const Tensor k_heads =
-      Tensor::contiguous(DType::F32, {t, hp_.n_head_kv, hp_.head_dim_k}, k_.data());
   const Tensor att = view(att_, t, hp_.attn_out_dim());
   const Tensor gate = view(gate_, t, hp_.n_ff);
   const Tensor up = view(up_, t, hp_.n_ff);
-  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale()};
+  const RopeParams rope = rope_params();
 
   // x = token embeddings
   ops.embedding(w_.token_embd, tokens, x);
@@ -245,8 +252,7 @@ void LlamaModel::run(std::span<const int32_t> tokens, std::span<const int32_t> p
       ops.matmul(h, L.wv, v);
     }
     ops.rope(q_heads, positions, rope);
-    ops.rope(k_heads, positions, rope);
-    attend(l, q_heads, k, v, att);
+    attend(l, q_heads, k, v, att);  // rotates k too, as it stores it
     ops.matmul_add(att, L.wo, x);  // x += att · Woᵀ, the residual in the epilogue
 
     // Feed-forward block (SwiGLU).

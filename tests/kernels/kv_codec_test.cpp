@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/fp16.h"
@@ -207,6 +208,43 @@ std::vector<float> key_like_rows(int32_t rows, int32_t hd, uint64_t seed) {
 // The stored scales are f16 of (max - min) / 15 and of min per channel; every code is the
 // rounded (x - m) / d, clamped; the decode is m + q * d exactly; the error is half a step
 // (plus what rounding d and m to f16 moved the ends by).
+// The q4 scale search the encoder uses (AVX-512 where the CPU has it) chooses bitwise what
+// the scalar reference chooses: groups of every scale from subnormal to huge, with outliers,
+// ties (all values equal), a lone non-zero value, and extremes so small that 1 / d overflows.
+TEST(KVCodec, Q4ScaleSearchEqualsTheReferenceBitwise) {
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  int checked = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    float x[32];
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 260) - 140);
+    for (float& v : x) v = unit(rng) * scale;
+    switch (trial % 5) {
+      case 1:
+        x[rng() % 32] *= 40.0f;  // an outlier
+        break;
+      case 2:
+        for (float& v : x) v = x[0];  // every candidate's error ties in structure
+        break;
+      case 3:
+        for (int i = 1; i < 32; ++i) x[i] = 0.0f;  // a lone value
+        break;
+      default:
+        break;
+    }
+    float extreme = 0.0f;
+    for (float v : x) {
+      if (std::fabs(v) > std::fabs(extreme)) extreme = v;
+    }
+    const float want = q4_group_scale_reference(x, extreme);
+    const float got = q4_group_scale(x, extreme);
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+        << "trial " << trial << ": " << got << " vs " << want << " (scale " << scale << ")";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4000);
+}
+
 TEST(KVCodecQ4C, TileCodesMatchTheirDefinition) {
   for (const auto& [rows, hd] : {std::pair{16, 64}, std::pair{16, 128}, std::pair{1, 8},
                                  std::pair{32, 96}, std::pair{5, 40}}) {

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
+#include "kernels/cpu/kv_codec_avx512.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -59,9 +61,11 @@ float q4_error(const float* x, float d) {
   return err;
 }
 
+}  // namespace
+
 // The group's scale: of absmax / 8 shrunk by 0 to 35% (clipping the largest values buys
 // finer steps for the rest), on either side of zero, the one with the least squared error.
-float q4_scale(const float* x, float extreme) {
+float q4_group_scale_reference(const float* x, float extreme) {
   if (extreme == 0.0f) return 0.0f;
   float best = extreme / -8.0f;
   float best_err = q4_error(x, best);
@@ -78,6 +82,14 @@ float q4_scale(const float* x, float extreme) {
   return best;
 }
 
+float q4_group_scale(const float* x, float extreme) {
+  // The search is most of what encoding a q4 row costs; the AVX-512 one makes the same choice.
+  static const bool avx512 = cpu_features().avx512f;
+  return avx512 ? avx512::q4_group_scale(x, extreme) : q4_group_scale_reference(x, extreme);
+}
+
+namespace {
+
 // q4: per group of 32, rotated (hadamard32), d = (the element of largest magnitude) / -8,
 // q = round(x / d) + 8 in [0, 15], so the extreme element lands exactly on -8 * d and the
 // other side keeps 7 steps.
@@ -93,7 +105,7 @@ void write_q4_row(const float* x, int32_t n, uint8_t* tile, uint8_t* scales, int
     for (int32_t i = 0; i < kKVQ4Group; ++i) {
       if (std::fabs(xg[i]) > std::fabs(extreme)) extreme = xg[i];
     }
-    const float d = store_scale(q4_scale(xg, extreme), d_out + g);
+    const float d = store_scale(q4_group_scale(xg, extreme), d_out + g);
     const float inv = d != 0.0f ? 1.0f / d : 0.0f;
     for (int32_t i = 0; i < kKVQ4Group; i += 2) {
       const auto lo =

@@ -2,7 +2,8 @@
 // Encoding and decoding of rows of the paged KV cache in each KV dtype (core/kv_dtype.h
 // gives the storage). One scalar implementation, used by every ISA: writing K/V is one row
 // per token and layer, small beside attention, and a single encoder means every path stores
-// the same bytes. Attention decodes in registers (paged_attention_avx2.cpp); decode_row here
+// the same bytes. The one exception is q4's scale search, most of a q4 row's cost: it has an
+// AVX-512 twin (kv_codec_avx512.cpp) that makes bitwise the same choice. Attention decodes in registers (paged_attention_avx2.cpp); decode_row here
 // is its reference.
 //
 // A tile is the (block_size, row_bytes) bytes of one block and KV head; q4 rows hold the
@@ -27,6 +28,14 @@ namespace tokamak::cpu {
 // rotation is orthogonal, so attention rotates the query instead of every key (q . k =
 // Hq . Hk) and the output instead of every value (sum p Hv = H sum p v).
 void hadamard32(float* x);
+
+// The f16-unrounded scale of a q4 group: of the 32 (rotated) values x, whose element of
+// largest magnitude is `extreme`, the candidate scale with the least squared error (the
+// extreme's / -8 or / 7, shrunk by 0 to 35% in 2.5% steps; codes clamped to [-8, 7]).
+// q4_group_scale is the one the encoder uses: AVX-512 where the CPU has it, bitwise the
+// reference's choice (one candidate per lane, the same arithmetic per lane).
+float q4_group_scale(const float* x, float extreme);
+float q4_group_scale_reference(const float* x, float extreme);
 
 // FP8 E4M3 (bias 7, no infinities, 0x7f / 0xff NaN, largest finite 448).
 inline constexpr float kFp8Max = 448.0f;

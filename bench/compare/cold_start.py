@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -53,21 +52,6 @@ def resident_bytes(path):
         return None
 
 
-def wait_healthy(server, t0, timeout_s):
-    while time.monotonic() - t0 < timeout_s:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"{server.name} exited with {server.proc.returncode} while "
-                               f"starting; see {server.log_path}")
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return time.monotonic()
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        time.sleep(0.005)
-    raise RuntimeError(f"{server.name} not healthy after {timeout_s} s; see {server.log_path}")
-
-
 def first_token(server):
     body = json.dumps({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 1,
                        "temperature": 0}).encode()
@@ -92,18 +76,12 @@ def one_start(engine, a, cache, out_dir, run):
         env["GOMP_SPINCOUNT"] = "10000"  # as bench/compare.sh runs it (run_compare.py)
         server = servers.llama_server(a.llama_server, a.model, a.threads, 1, a.ctx, MODEL_NAME,
                                       log_path, env=env)
-    # Server.start() polls every 250 ms; here the spawn and the polling are timed finely.
-    server._log = open(server.log_path, "w")
-    t0 = time.monotonic()
-    server.proc = subprocess.Popen(server.argv, stdout=server._log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env=server.env)
-    servers._RUNNING.append(server)
     try:
-        ready = wait_healthy(server, t0, 300)
+        server.start(timeout_s=300, poll_s=0.005)
         done, text = first_token(server)
     finally:
         server.stop()
+    t0, ready = server.started_at, server.ready_at
     return {"engine": engine, "cache": cache, "run": run, "resident_before": resident,
             "ready_s": ready - t0, "first_token_s": done - t0, "text": text}
 

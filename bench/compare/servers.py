@@ -29,16 +29,20 @@ class Server:
         self.port = port
         self.log_path = log_path
         self.proc = None
+        self.started_at = None  # time.monotonic() at the spawn, and once /health said 200
+        self.ready_at = None
 
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s=300):
-        """Starts the server and waits until GET /health answers 200."""
+    def start(self, timeout_s=300, poll_s=0.25):
+        """Starts the server and waits until GET /health answers 200, asking every poll_s
+        seconds; started_at and ready_at say when it was spawned and found ready."""
         self._log = open(self.log_path, "w")
         self._log.write("$ " + " ".join(self.argv) + "\n")
         self._log.flush()
+        self.started_at = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
                                      env=self.env)
@@ -51,10 +55,11 @@ class Server:
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
                     if r.status == 200:
+                        self.ready_at = time.monotonic()
                         return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
-            time.sleep(0.25)
+            time.sleep(poll_s)
         self.stop()
         raise RuntimeError(f"{self.name} not healthy after {timeout_s} s; see {self.log_path}")
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "core/paged_kv_view.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
@@ -179,32 +178,6 @@ TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
   }
 }
 
-// A pool of n_blocks for a PagedKVView, zeroed: its bytes, to compare two pools by.
-struct TestPool {
-  PagedKVView view;
-  std::vector<uint8_t> k, v, k_scales, v_scales;
-
-  TestPool(KVDTypes dtypes, int32_t n_blocks, int32_t block_size, int32_t n_head_kv,
-           int32_t head_dim) {
-    view.dtypes = dtypes;
-    view.n_blocks = n_blocks;
-    view.block_size = block_size;
-    view.n_head_kv = n_head_kv;
-    view.head_dim_k = view.head_dim_v = head_dim;
-    k.assign(view.k_block_stride() * n_blocks, 0);
-    v.assign(view.v_block_stride() * n_blocks, 0);
-    k_scales.assign(view.k_scale_block_stride() * n_blocks + 1, 0);
-    v_scales.assign(view.v_scale_block_stride() * n_blocks + 1, 0);
-    view.k = k.data();
-    view.v = v.data();
-    view.k_scales = k_scales.data();
-    view.v_scales = v_scales.data();
-  }
-  bool operator==(const TestPool& o) const {
-    return k == o.k && v == o.v && k_scales == o.k_scales && v_scales == o.v_scales;
-  }
-};
-
 // RoPE fused into the paged K/V write: the cache holds bitwise what rope() then
 // write_paged_kv stores, for f16, int8 and q4 keys; k itself is left unrotated.
 TEST(CpuOpsFusedTest, RopeWhileWritingKeysEqualsRopeThenWrite) {
@@ -227,7 +200,8 @@ TEST(CpuOpsFusedTest, RopeWhileWritingKeysEqualsRopeThenWrite) {
         std::vector<float> k = k0, v = v0;
         const Tensor kt = Tensor::contiguous(DType::F32, {t, cols}, k.data());
         const Tensor vt = Tensor::contiguous(DType::F32, {t, cols}, v.data());
-        TestPool fused(dtype, 3, 16, n_head_kv, head_dim), plain(dtype, 3, 16, n_head_kv, head_dim);
+        test::KVPool fused(dtype, 3, 16, n_head_kv, head_dim);
+        test::KVPool plain(dtype, 3, 16, n_head_kv, head_dim);
         ops.rope_write_paged_kv(kt, vt, positions, rope, slots, fused.view);
         EXPECT_EQ(k, k0) << "k is left as it was";
         ops.rope(Tensor::contiguous(DType::F32, {t, n_head_kv, head_dim}, k.data()), positions,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -109,19 +110,9 @@ class PagedBatch {
     int32_t used = 0;
     for (auto [ctx, nq] : ctx_and_queries) used += (ctx + s.block_size - 1) / s.block_size;
     const int32_t n_blocks = used + 5;
-    view_.dtypes = s.dtype;
-    view_.n_blocks = n_blocks;
-    view_.block_size = s.block_size;
-    view_.n_head_kv = s.n_head_kv;
-    view_.head_dim_k = view_.head_dim_v = s.head_dim;
-    k_.assign(view_.k_block_stride() * n_blocks, 0);
-    v_.assign(view_.v_block_stride() * n_blocks, 0);
-    k_scales_.assign(view_.k_scale_block_stride() * n_blocks + 1, 0);
-    v_scales_.assign(view_.v_scale_block_stride() * n_blocks + 1, 0);
-    view_.k = k_.data();
-    view_.v = v_.data();
-    view_.k_scales = k_scales_.data();
-    view_.v_scales = v_scales_.data();
+    pool_ = std::make_unique<test::KVPool>(s.dtype, n_blocks, s.block_size, s.n_head_kv,
+                                           s.head_dim);
+    view_ = pool_->view;
     std::vector<int32_t> free(n_blocks);
     std::iota(free.begin(), free.end(), 0);
     std::shuffle(free.begin(), free.end(), std::mt19937_64(seed));
@@ -184,7 +175,7 @@ class PagedBatch {
 
  private:
   Shape s_;
-  std::vector<uint8_t> k_, v_, k_scales_, v_scales_;
+  std::unique_ptr<test::KVPool> pool_;
   PagedKVView view_;
   std::vector<Seq> seqs_;
 };

@@ -33,16 +33,7 @@ int32_t paged_segments(const PagedAttentionArgs& a, PagedSegment (&seg)[2]) {
     seg[n++].end = a.n_cold;
   }
   if (a.n_kv > a.n_cold) {
-    static_cast<PagedPool&>(seg[n]) = {.dtypes = a.dtypes,
-                                       .k = a.k,
-                                       .v = a.v,
-                                       .k_block_stride = a.k_block_stride,
-                                       .v_block_stride = a.v_block_stride,
-                                       .k_scales = a.k_scales,
-                                       .v_scales = a.v_scales,
-                                       .k_scale_block_stride = a.k_scale_block_stride,
-                                       .v_scale_block_stride = a.v_scale_block_stride,
-                                       .block_table = a.block_table};
+    static_cast<PagedPool&>(seg[n]) = static_cast<const PagedPool&>(a);
     seg[n].begin = a.n_cold;
     seg[n++].end = a.n_kv;
   }

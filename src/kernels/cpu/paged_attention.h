@@ -75,28 +75,17 @@ struct PagedPool {
 // KV head kv_head of a layer's view, with a sequence's block table there.
 PagedPool pool_of(const PagedKVView& view, int32_t kv_head, const int32_t* block_table);
 
-// One call: n_group query heads of one token against one KV head of one sequence.
-struct PagedAttentionArgs {
+// One call: n_group query heads of one token against one KV head of one sequence. The
+// PagedPool it is made of is the main pool: the KV head's tile in block 0, its (block_size,
+// head_dim_k) keys, values and scales laid out as PagedPool says, and block_table listing
+// ceil(n_kv / block_size) block ids (from token n_cold on with a cold segment, below).
+struct PagedAttentionArgs : PagedPool {
   const float* q = nullptr;  // (n_group, head_dim_k) F32, rows q_stride floats apart
   int64_t q_stride = 0;
   float* out = nullptr;  // (n_group, head_dim_v) F32, rows out_stride floats apart
   int64_t out_stride = 0;
   int32_t n_group = 0;  // in [1, kMaxGroup]
-
-  // The KV head's tile in block 0 of the pools: block b's (block_size, head_dim_k) keys start
-  // at k + b * k_block_stride (bytes), its values at v + b * v_block_stride; their scales
-  // (dtypes with scales only) at k_scales + b * k_scale_block_stride, and so on.
-  KVDTypes dtypes = KVDType::F16;  // of keys and of values
-  const uint8_t* k = nullptr;
-  const uint8_t* v = nullptr;
-  int64_t k_block_stride = 0;
-  int64_t v_block_stride = 0;
-  const uint8_t* k_scales = nullptr;
-  const uint8_t* v_scales = nullptr;
-  int64_t k_scale_block_stride = 0;
-  int64_t v_scale_block_stride = 0;
   int32_t block_size = 0;
-  const int32_t* block_table = nullptr;  // ceil(n_kv / block_size) block ids
 
   int64_t n_kv = 0;  // >= 1: the query attends to tokens [0, n_kv)
   int32_t head_dim_k = 0;
@@ -110,7 +99,7 @@ struct PagedAttentionArgs {
   float* scores = nullptr;
   int64_t scores_stride = 0;  // >= n_kv when scores is set
 
-  // Optional cold segment (n_cold == 0: none, and the cold_* fields are not read): tokens
+  // Optional cold segment (n_cold == 0: none, and `cold` is not read): tokens
   // [0, n_cold) come from this pool, laid out as the main one (same block_size, head dims and
   // KV head; its own dtypes and strides), and block_table then lists the main pool's blocks
   // from token n_cold on. n_cold is a multiple of block_size in [0, n_kv]; n_cold == n_kv

@@ -213,12 +213,17 @@ Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
 
 void CpuOps::matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor& stacked,
                             std::span<const Tensor> ys) {
+  packed_matmul(x, norm, stacked, ys, cpu::PackedEpilogue::Store);
+}
+
+void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w,
+                           std::span<const Tensor> ys, cpu::PackedEpilogue epilogue) {
   const Rows xr = as_rows(x);
-  const Rows wr = as_rows(stacked);
+  const Rows wr = as_rows(w);
   assert(xr.dtype == DType::F32 && cpu::is_packed(wr.dtype) && xr.n_cols == wr.n_cols);
   const int64_t m = xr.n_rows;
   const int64_t k = xr.n_cols;
-  const int64_t n = wr.n_rows;
+  const int64_t n = wr.n_rows;  // output columns (a gated pair's: those of gate, and of up)
   if (m == 0) return;
   const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
   const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
@@ -235,49 +240,21 @@ void CpuOps::matmul_stacked(const Tensor& x, const InputNorm& norm, const Tensor
     first_row[i + 1] = first_row[i] + yr.n_cols;
   }
   assert(first_row.back() == n);
+  // Groups of eight output columns (gated: pairs of groups, the same columns of both).
   const auto run_groups = [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ys.size(); ++i) {
       const int64_t s0 = std::max(g0, first_row[i] / cpu::kPackRows);
       const int64_t s1 = std::min(g1, groups_of(first_row[i + 1]));
       if (s0 >= s1) continue;
       const Rows yr = as_rows(ys[i]);
-      kernel({wr.data, n, k, xq, xq_stride, m, s0, s1, yr.row<float>(0),
-              yr.stride / static_cast<int64_t>(sizeof(float)), first_row[i]});
+      cpu::PackedMatmulArgs args{wr.data, n, k, xq, xq_stride, m, s0, s1, yr.row<float>(0),
+                                 yr.stride / static_cast<int64_t>(sizeof(float)), first_row[i]};
+      args.epilogue = epilogue;
+      args.silu_mul = kt_.silu_mul;
+      kernel(args);
     }
   };
   const int64_t groups = groups_of(n);
-  if (pool_.n_threads() == 1 || m * n * k < kMinParallelWork) {
-    run_groups(0, groups);
-  } else {
-    pool_.parallel_for(groups, run_groups);
-  }
-}
-
-void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w, int64_t n,
-                           const Tensor& y, cpu::PackedEpilogue epilogue) {
-  const Rows xr = as_rows(x);
-  const Rows wr = as_rows(w);
-  const Rows yr = as_rows(y);
-  assert(xr.dtype == DType::F32 && yr.dtype == DType::F32 && cpu::is_packed(wr.dtype));
-  assert(xr.n_cols == wr.n_cols && yr.n_rows == xr.n_rows && yr.n_cols == n);
-  const int64_t m = xr.n_rows;
-  const int64_t k = xr.n_cols;
-  if (m == 0 || n == 0) return;
-  const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
-  cpu::PackedMatmulArgs args{wr.data, n, k, xq, xq_stride, m, 0, 0, yr.row<float>(0),
-                             yr.stride / static_cast<int64_t>(sizeof(float)), 0};
-  args.epilogue = epilogue;
-  args.silu_mul = kt_.silu_mul;
-  const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
-  assert(kernel != nullptr);
-  const auto run_groups = [&](int64_t g0, int64_t g1) {
-    cpu::PackedMatmulArgs part = args;
-    part.g0 = g0;
-    part.g1 = g1;
-    kernel(part);
-  };
-  // Groups of eight output columns (pairs of groups, gated: the same columns of both).
-  const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   const int64_t work = m * n * k * (epilogue == cpu::PackedEpilogue::SiluMul ? 2 : 1);
   if (pool_.n_threads() == 1 || work < kMinParallelWork) {
     run_groups(0, groups);
@@ -289,7 +266,8 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
 void CpuOps::matmul_add(const Tensor& x, const Tensor& w, const Tensor& y) {
   const Rows wr = as_rows(w);
   if (cpu::is_packed(wr.dtype)) {
-    packed_matmul(x, {}, w, wr.n_rows, y, cpu::PackedEpilogue::Add);
+    const Tensor ys[] = {y};
+    packed_matmul(x, {}, w, ys, cpu::PackedEpilogue::Add);
     return;
   }
   // No kernel here adds in its epilogue: the product goes through a scratch, then add().
@@ -324,7 +302,8 @@ Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
 
 void CpuOps::matmul_gated(const Tensor& x, const InputNorm& norm, const Tensor& gated,
                           const Tensor& y) {
-  packed_matmul(x, norm, gated, as_rows(gated).n_rows, y, cpu::PackedEpilogue::SiluMul);
+  const Tensor ys[] = {y};
+  packed_matmul(x, norm, gated, ys, cpu::PackedEpilogue::SiluMul);
 }
 
 void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
@@ -637,17 +616,8 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
       a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
       a.out_stride = p.head_dim_v;
       a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
-      a.dtypes = kv.dtypes;
-      a.k = kv.k_tile(0, hk);
-      a.v = kv.v_tile(0, hk);
-      a.k_block_stride = static_cast<int64_t>(kv.k_block_stride());
-      a.v_block_stride = static_cast<int64_t>(kv.v_block_stride());
-      a.k_scales = kv.k_tile_scales(0, hk);
-      a.v_scales = kv.v_tile_scales(0, hk);
-      a.k_scale_block_stride = static_cast<int64_t>(kv.k_scale_block_stride());
-      a.v_scale_block_stride = static_cast<int64_t>(kv.v_scale_block_stride());
+      static_cast<cpu::PagedPool&>(a) = cpu::pool_of(kv, hk, s.block_table);
       a.block_size = kv.block_size;
-      a.block_table = s.block_table;
       a.n_kv = int64_t{s.context_len} - s.n_query + i + 1;
       a.head_dim_k = p.head_dim_k;
       a.head_dim_v = p.head_dim_v;
@@ -656,15 +626,9 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
         const int32_t cold = kv.cold_blocks(a.n_kv - 1);
         assert(cold >= s.hot_first && s.hot_block_table != nullptr);
         a.n_cold = int64_t{cold} * kv.block_size;
-        a.cold = cpu::pool_of(kv, hk, s.block_table);
-        a.dtypes = KVDType::F16;
-        a.k = hot.k_tile(0, hk);
-        a.v = hot.v_tile(0, hk);
-        a.k_block_stride = static_cast<int64_t>(hot.k_block_stride());
-        a.v_block_stride = static_cast<int64_t>(hot.v_block_stride());
-        a.k_scales = a.v_scales = nullptr;
-        a.k_scale_block_stride = a.v_scale_block_stride = 0;
-        a.block_table = s.hot_block_table + (cold - s.hot_first);
+        a.cold = static_cast<const cpu::PagedPool&>(a);
+        static_cast<cpu::PagedPool&>(a) =
+            cpu::pool_of(hot, hk, s.hot_block_table + (cold - s.hot_first));
       }
       if (mass_offsets_[si] < 0) {
         cpu::paged_attention(kt_, a);

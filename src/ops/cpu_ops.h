@@ -56,13 +56,14 @@ class CpuOps final : public Ops {
  private:
   // x's rows encoded for weights of type wtype (in scratch_; F32 weights take x as it is):
   // the rows and their stride in bytes. With norm on, each row is normalised first, on its
-  // way to the encoder (then F32 weights take the normalised rows, also in scratch_).
+  // way to the encoder (not for F32 weights, which have no encoder).
   std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype,
                                                     const InputNorm& norm = {});
-  // A packed matmul of norm(x) against groups of `w` (n rows of output, y's), split across
-  // the pool by group, with the given epilogue (kernels/cpu/packed_weights.h).
-  void packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w, int64_t n,
-                     const Tensor& y, cpu::PackedEpilogue epilogue);
+  // A packed matmul of norm(x) against w, whose rows are those of the outputs ys stacked in
+  // order (one output for a single weight or a gated pair), split across the pool by group,
+  // with the given epilogue (kernels/cpu/packed_weights.h).
+  void packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor& w,
+                     std::span<const Tensor> ys, cpu::PackedEpilogue epilogue);
   // write_paged_kv, with RoPE applied to the key rows on the way when positions is not empty.
   void write_kv_rows(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
                      const RopeParams& rope, std::span<const int64_t> slots,

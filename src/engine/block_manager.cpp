@@ -96,10 +96,19 @@ int32_t BlockManager::hot_blocks_needed(int32_t window_blocks, int32_t block_siz
   return max_seqs * (window_blocks + 2) + blocks_for(max_batched_tokens, block_size);
 }
 
+int32_t BlockManager::first_hot_entry(const Sequence& seq) const {
+  return std::max(0, seq.n_computed / block_size() - kv_.hot_window_blocks() + 1);
+}
+
+size_t BlockManager::stale_hot_copies(const Sequence& seq) const {
+  return static_cast<size_t>(std::clamp(first_hot_entry(seq) - seq.hot_first, 0,
+                                        static_cast<int32_t>(seq.hot_table.size())));
+}
+
 void BlockManager::cover_hot(Sequence& seq, int32_t hi) {
   // Entries before lo are read from the main pool by every later query: their copies go.
   trim_hot(seq);
-  const int32_t lo = std::max(0, seq.n_computed / block_size() - kv_.hot_window_blocks() + 1);
+  const int32_t lo = first_hot_entry(seq);
   assert(lo <= hi);
   if (seq.hot_table.empty()) seq.hot_first = lo;
   // The rows computed in [lo, n_computed) must be here already: a hot copy cannot be made
@@ -123,9 +132,7 @@ size_t BlockManager::swapped_size(const Sequence& seq) const {
 
 void BlockManager::trim_hot(Sequence& seq) {
   if (kv_.hot() == nullptr || seq.hot_table.empty()) return;
-  const int32_t lo = std::max(0, seq.n_computed / block_size() - kv_.hot_window_blocks() + 1);
-  const auto stale = static_cast<size_t>(
-      std::clamp(lo - seq.hot_first, 0, static_cast<int32_t>(seq.hot_table.size())));
+  const size_t stale = stale_hot_copies(seq);
   kv_.hot()->pool().release(std::span(seq.hot_table).first(stale));
   seq.hot_table.erase(seq.hot_table.begin(),
                       seq.hot_table.begin() + static_cast<ptrdiff_t>(stale));
@@ -275,10 +282,7 @@ void BlockManager::share(const Sequence& parent, Sequence& child) {
   // its next queries read hot (the parent may hold more until its next step).
   if (kv_.hot() != nullptr && !parent.hot_table.empty()) {
     assert(child.n_computed == parent.n_computed);
-    const int32_t lo =
-        std::max(0, parent.n_computed / block_size() - kv_.hot_window_blocks() + 1);
-    const auto skip = static_cast<size_t>(
-        std::clamp(lo - parent.hot_first, 0, static_cast<int32_t>(parent.hot_table.size())));
+    const size_t skip = stale_hot_copies(parent);
     const auto n = static_cast<int32_t>(parent.hot_table.size() - skip);
     [[maybe_unused]] const bool ok = kv_.hot()->pool().allocate(n, child.hot_table);
     assert(ok && "the hot cache is sized for every running sequence");

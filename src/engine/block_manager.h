@@ -140,6 +140,10 @@ class BlockManager {
   // entry hi (giving back those before), and gives every copy back.
   void cover_hot(Sequence& seq, int32_t hi);
   void release_hot(Sequence& seq);
+  // The first table entry that seq's next query (at position n_computed), and every later
+  // one, reads hot; and how many of seq's hot copies are of entries before it (stale).
+  int32_t first_hot_entry(const Sequence& seq) const;
+  size_t stale_hot_copies(const Sequence& seq) const;
   // Host bytes of a swapped sequence's copied blocks and hot copies.
   size_t swapped_size(int32_t blocks, int32_t hot_blocks) const;
   size_t swapped_size(const Sequence& seq) const;

@@ -11,8 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/kv_codec_avx512.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -208,13 +210,14 @@ std::vector<float> key_like_rows(int32_t rows, int32_t hd, uint64_t seed) {
 // The stored scales are f16 of (max - min) / 15 and of min per channel; every code is the
 // rounded (x - m) / d, clamped; the decode is m + q * d exactly; the error is half a step
 // (plus what rounding d and m to f16 moved the ends by).
-// The q4 scale search the encoder uses (AVX-512 where the CPU has it) chooses bitwise what
-// the scalar reference chooses: groups of every scale from subnormal to huge, with outliers,
-// ties (all values equal), a lone non-zero value, and extremes so small that 1 / d overflows.
+// The AVX-512 q4 scale search (what the encoder uses where the CPU has it) chooses bitwise
+// what the scalar reference chooses: groups of every scale from subnormal to huge, with
+// outliers, ties (all values equal), a lone non-zero value, and extremes so small that
+// 1 / d overflows.
 TEST(KVCodec, Q4ScaleSearchEqualsTheReferenceBitwise) {
+  if (!cpu_features().avx512f) GTEST_SKIP() << "no AVX-512: the encoder uses the reference";
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  int checked = 0;
   for (int trial = 0; trial < 4000; ++trial) {
     float x[32];
     const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 260) - 140);
@@ -237,12 +240,10 @@ TEST(KVCodec, Q4ScaleSearchEqualsTheReferenceBitwise) {
       if (std::fabs(v) > std::fabs(extreme)) extreme = v;
     }
     const float want = q4_group_scale_reference(x, extreme);
-    const float got = q4_group_scale(x, extreme);
+    const float got = avx512::q4_group_scale(x, extreme);
     ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
         << "trial " << trial << ": " << got << " vs " << want << " (scale " << scale << ")";
-    ++checked;
   }
-  EXPECT_EQ(checked, 4000);
 }
 
 TEST(KVCodecQ4C, TileCodesMatchTheirDefinition) {

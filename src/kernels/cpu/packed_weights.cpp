@@ -161,8 +161,8 @@ void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t 
   }
 }
 
-void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n, int64_t k, int64_t g0,
-                 int64_t g1, void* out) {
+void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n, int64_t k,
+                           int64_t g0, int64_t g1, void* out) {
   assert(k % kQK == 0 && packed_dtype(base) != base);
   const int64_t nb = k / kQK;
   const size_t group_bytes = kPackRows * row_bytes(base, k);

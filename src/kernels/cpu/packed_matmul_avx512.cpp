@@ -1,10 +1,15 @@
-// The packed matmul (packed_weights.h) with AVX-512 VNNI on 8-lane registers: the lanes are
-// the eight weight rows of a group, so a block of 32 elements costs 8 vpdpbusd (each four
-// elements of eight rows against four activation quants broadcast from memory), one
-// int-to-float conversion and one fma for all eight rows, and the eight results of a group
-// are stored with one instruction. 256-bit registers rather than 512: Zen 4 runs a 512-bit op
-// at half the rate of a 256-bit one, and AVX-512VL's 32 registers hold a tile of 4 activation
-// rows (8 decoded quant vectors, 4 accumulators, 8 integer partial sums) without spills.
+// The packed matmul (packed_weights.h) with AVX-512 VNNI. The lanes are weight rows: a
+// block of 32 elements of a group costs 8 vpdpbusd (each four elements of eight rows against
+// four activation quants broadcast from memory), one int-to-float conversion and one fma for
+// all the rows, and a group's results are stored with one instruction.
+//
+// Two tile shapes. With several activation rows (prefill, batched decode) two groups run side
+// by side in 16-lane registers (group_pair_tile), 8 (Q4_1: 6) activation rows a tile: Zen 4
+// runs a 512-bit op at half the rate of a 256-bit one, so the arithmetic rate is the same, but
+// it issues as one macro-op, and the 8-lane form was bound by how many it could issue (~0.5 of
+// the vpdpbusd peak with every operand in L1; the pairs reach 0.65-0.75). A single activation
+// row (a decode step, which streams the weights from memory) and a lone last group run in
+// 8-lane registers (group_tile), four activation rows a tile.
 //
 // The 4-bit high nibbles are not shifted down: (byte & 0xf0) is 16 * q, so those products
 // go to their own integer sum, shifted right by 4 once per block (exact: a multiple of 16).
@@ -47,19 +52,32 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// acc + w . (four activation quants at p, broadcast to 16 lanes), the broadcast folded into
+// vpdpbusd's memory operand: GCC 12 emits a separate vpbroadcastd for the intrinsics, one
+// more macro-op per vpdpbusd in a loop whose limit is how many it can issue.
+inline __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0"
+      : "+v"(acc)
+      : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 inline __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 // A policy per packed type: W and X the weight and activation blocks, kMins for Q4_1's min
 // term, kBias: the integer sum of a block starts at -kBias * sum(activation quants) (weights
-// stored unsigned with that offset), kNibbles for the 4-bit layouts.
+// stored unsigned with that offset), kNibbles for the 4-bit layouts, kPairTileRows the
+// activation rows of a 16-lane tile (Q4_1's min accumulators leave room for 6; 4, 6 and 8
+// timed for each type on 576- to 8192-wide shapes, the best kept).
 struct Q4_0Policy {
   using W = block_q4_0x8;
   using X = block_q8_0;
   static constexpr bool kMins = false;
   static constexpr int kBias = 8;
   static constexpr bool kNibbles = true;
+  static constexpr int kPairTileRows = 8;
 };
 struct Q4_1Policy {
   using W = block_q4_1x8;
@@ -67,6 +85,7 @@ struct Q4_1Policy {
   static constexpr bool kMins = true;
   static constexpr int kBias = 0;
   static constexpr bool kNibbles = true;
+  static constexpr int kPairTileRows = 6;
 };
 struct Q8_0Policy {
   using W = block_q8_0x8;
@@ -74,6 +93,7 @@ struct Q8_0Policy {
   static constexpr bool kMins = false;
   static constexpr int kBias = 128;
   static constexpr bool kNibbles = false;
+  static constexpr int kPairTileRows = 8;
 };
 
 template <typename T>
@@ -169,7 +189,89 @@ inline void group_tile(const typename T::W* wb, int64_t nb, const typename T::X*
   for (int c = 0; c < R; ++c) out[c] = T::kMins ? _mm256_add_ps(acc[c], mins[c]) : acc[c];
 }
 
-// Activation rows of a tile: four, 8 + 4 + 8 + a few of the 32 registers.
+// Two groups side by side in 16-lane registers: lanes 0-7 are group wa's rows, 8-15 group
+// wb's (the next group, or a gated pair's up group). Each lane's arithmetic is group_tile's,
+// so results are bitwise the same, but one instruction now does the work of two: Zen 4 issues
+// a 512-bit op as one macro-op (run on both 256-bit halves), and group_tile's ~22 macro-ops
+// per activation row and block for 8 vpdpbusd kept its dispatch, not the dot-product units,
+// the limit (about half the vpdpbusd peak with every operand in L1).
+template <typename T, int R>
+inline void group_pair_tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
+                            const typename T::X* const* x, const ActBlock* const* act,
+                            __m512* out) {
+  __m512 acc[R];
+  __m512 mins[R];
+#pragma GCC unroll 8
+  for (int c = 0; c < R; ++c) {
+    acc[c] = _mm512_setzero_ps();
+    mins[c] = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const auto load_pair = [](const uint8_t* lo, const uint8_t* hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load32(lo)), load32(hi), 1);
+  };
+  const auto halves_pair = [](const uint16_t* lo, const uint16_t* hi) {
+    const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(l), h, 1));
+  };
+  for (int64_t i = 0; i < nb; ++i) {
+    const auto& ba = wa[i];
+    const auto& bb = wb[i];
+    const char* ahead_a = reinterpret_cast<const char*>(&ba) + kPrefetchBytes;
+    const char* ahead_b = reinterpret_cast<const char*>(&bb) + kPrefetchBytes;
+    for (size_t line = 0; line < sizeof(ba); line += 64) {
+      _mm_prefetch(ahead_a + line, _MM_HINT_T0);
+      _mm_prefetch(ahead_b + line, _MM_HINT_T0);
+    }
+    __m512i q[8];
+    if constexpr (T::kNibbles) {
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const __m512i raw = load_pair(ba.qs + 32 * s, bb.qs + 32 * s);
+        q[2 * s] = _mm512_and_si512(raw, low);
+        q[2 * s + 1] = _mm512_and_si512(raw, high);
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) q[s] = load_pair(ba.qs + 32 * s, bb.qs + 32 * s);
+    }
+    const __m512 dw = halves_pair(ba.d, bb.d);
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (T::kMins) mw = halves_pair(ba.m, bb.m);
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) {
+      const int8_t* xq = x[c][i].qs;
+      const ActBlock& ab = act[c][i];
+      __m512i p0 = T::kBias != 0 ? _mm512_set1_epi32(ab.bias) : _mm512_setzero_si512();
+      __m512i p1 = _mm512_setzero_si512();
+      __m512i p;
+      if constexpr (T::kNibbles) {
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          p0 = dpbusd_broadcast(p0, q[2 * s], xq + 8 * s);
+          p1 = dpbusd_broadcast(p1, q[2 * s + 1], xq + 8 * s + 4);
+        }
+        p = _mm512_add_epi32(p0, _mm512_srai_epi32(p1, 4));
+      } else {
+#pragma GCC unroll 4
+        for (int s = 0; s < 8; s += 2) {
+          p0 = dpbusd_broadcast(p0, q[s], xq + 4 * s);
+          p1 = dpbusd_broadcast(p1, q[s + 1], xq + 4 * s + 4);
+        }
+        p = _mm512_add_epi32(p0, p1);
+      }
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d));
+      acc[c] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[c]);
+      if constexpr (T::kMins) mins[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.s), mins[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < R; ++c) out[c] = T::kMins ? _mm512_add_ps(acc[c], mins[c]) : acc[c];
+}
+
+// Activation rows of an 8-lane tile: four, 8 + 4 + 8 + a few of the 32 registers.
 constexpr int kTileRows = 4;
 
 template <typename T>
@@ -186,55 +288,100 @@ void packed_matmul(const PackedMatmulArgs& a) {
                                       static_cast<size_t>(c) * a.xq_stride);
   };
   const auto* w = static_cast<const W*>(a.w);
-  // A gated pair's up group follows its gate group (pack_gated_pairs).
+  // A gated pair's up group follows its gate group (pack_gated_pairs): the pair runs as one
+  // 16-lane tile, gate in the low lanes. Otherwise groups run two at a time, the last one of
+  // an odd share alone in 8 lanes.
   const bool gated = a.epilogue == PackedEpilogue::SiluMul;
   assert(!gated || a.silu_mul != nullptr);
   const int64_t group_blocks = gated ? 2 * nb : nb;
-  for (int64_t g = a.g0; g < a.g1; ++g) {
+  const auto store = [&](float* dst, __m512 v, int64_t rows) {
+    const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1u);
+    if (a.epilogue == PackedEpilogue::Add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, dst), v);
+    if (rows == 2 * kPackRows) {
+      _mm512_storeu_ps(dst, v);
+    } else {
+      _mm512_mask_storeu_ps(dst, keep, v);
+    }
+  };
+  for (int64_t g = a.g0; g < a.g1;) {
     const W* wb = w + g * group_blocks;
     const int64_t j0 = g * kPackRows;
+    float* const y0 = a.y + (j0 - a.y_origin);
+    // A single activation row (a decode step) streams the weights from memory: it runs one
+    // group at a time, which kept the 1B shape's Q4_0 decode at 22-24 ms a token where two
+    // groups side by side took 28-30 (two threads, `bench throughput --profile`).
+    const bool pair = a.m > 1 && (gated || g + 1 < a.g1);
+    if (pair) {
+      // The columns the tile writes: 8 (gated) or up to 16.
+      const int64_t cols = gated ? kPackRows : 2 * kPackRows;
+      const int64_t rows = a.n - j0 < cols ? a.n - j0 : cols;
+      const auto finish = [&](int64_t c, __m512 v) {
+        float* dst = y0 + c * a.y_stride;
+        if (gated) {
+          alignas(64) float gate_up[2 * kPackRows];
+          _mm512_store_ps(gate_up, v);
+          a.silu_mul(gate_up, gate_up + kPackRows, dst, rows);
+        } else {
+          store(dst, v, rows);
+        }
+      };
+      const auto tile = [&]<int R>(int64_t c) {
+        const X* xs[R];
+        const ActBlock* as[R];
+        for (int t = 0; t < R; ++t) {
+          xs[t] = x_row(c + t);
+          as[t] = acts.data() + (c + t) * nb;
+        }
+        __m512 out[R];
+        group_pair_tile<T, R>(wb, wb + nb, nb, xs, as, out);
+        for (int t = 0; t < R; ++t) finish(c + t, out[t]);
+      };
+      int64_t c = 0;
+      for (; c + T::kPairTileRows <= a.m; c += T::kPairTileRows) {
+        tile.template operator()<T::kPairTileRows>(c);
+      }
+      // What is left of m, fewer than kPairTileRows rows, as at most three tiles.
+      if (c + 4 <= a.m && T::kPairTileRows > 4) {
+        tile.template operator()<4>(c);
+        c += 4;
+      }
+      if (c + 2 <= a.m) {
+        tile.template operator()<2>(c);
+        c += 2;
+      }
+      if (c < a.m) tile.template operator()<1>(c);
+      g += gated ? 1 : 2;
+      continue;
+    }
+    // 8 lanes: a lone group, or a gated pair's gate then its up group.
     const int64_t rows = a.n - j0 < kPackRows ? a.n - j0 : kPackRows;
-    const __mmask8 keep = static_cast<__mmask8>((1u << rows) - 1u);
-    // The epilogue of activation row c: v for the group's eight rows (and, gated, up).
-    const auto finish = [&](int64_t c, __m256 v, __m256 up) {
-      float* dst = a.y + c * a.y_stride + (j0 - a.y_origin);
-      if (gated) {
-        alignas(32) float gate8[kPackRows], up8[kPackRows];
-        _mm256_store_ps(gate8, v);
-        _mm256_store_ps(up8, up);
-        a.silu_mul(gate8, up8, dst, rows);
-        return;
-      }
-      if (a.epilogue == PackedEpilogue::Add) v = _mm256_add_ps(_mm256_maskz_loadu_ps(keep, dst), v);
-      if (rows == kPackRows) {
-        _mm256_storeu_ps(dst, v);
-      } else {
-        _mm256_mask_storeu_ps(dst, keep, v);
-      }
-    };
-    int64_t c = 0;
-    for (; c + kTileRows <= a.m; c += kTileRows) {
-      const X* xs[kTileRows];
-      const ActBlock* as[kTileRows];
-      for (int t = 0; t < kTileRows; ++t) {
+    const auto tile = [&]<int R>(int64_t c) {
+      const X* xs[R];
+      const ActBlock* as[R];
+      for (int t = 0; t < R; ++t) {
         xs[t] = x_row(c + t);
         as[t] = acts.data() + (c + t) * nb;
       }
-      __m256 out[kTileRows];
-      __m256 out_up[kTileRows] = {};
-      group_tile<T, kTileRows>(wb, nb, xs, as, out);
-      if (gated) group_tile<T, kTileRows>(wb + nb, nb, xs, as, out_up);
-      for (int t = 0; t < kTileRows; ++t) finish(c + t, out[t], out_up[t]);
-    }
-    for (; c < a.m; ++c) {
-      const X* xs[1] = {x_row(c)};
-      const ActBlock* as[1] = {acts.data() + c * nb};
-      __m256 out[1];
-      __m256 out_up[1] = {};
-      group_tile<T, 1>(wb, nb, xs, as, out);
-      if (gated) group_tile<T, 1>(wb + nb, nb, xs, as, out_up);
-      finish(c, out[0], out_up[0]);
-    }
+      __m256 out[R];
+      __m256 up[R];
+      group_tile<T, R>(wb, nb, xs, as, out);
+      if (gated) group_tile<T, R>(wb + nb, nb, xs, as, up);
+      for (int t = 0; t < R; ++t) {
+        float* dst = y0 + (c + t) * a.y_stride;
+        if (gated) {
+          alignas(32) float gate8[kPackRows], up8[kPackRows];
+          _mm256_store_ps(gate8, out[t]);
+          _mm256_store_ps(up8, up[t]);
+          a.silu_mul(gate8, up8, dst, rows);
+        } else {
+          store(dst, _mm512_castps256_ps512(out[t]), rows);
+        }
+      }
+    };
+    int64_t c = 0;
+    for (; c + kTileRows <= a.m; c += kTileRows) tile.template operator()<kTileRows>(c);
+    for (; c < a.m; ++c) tile.template operator()<1>(c);
+    ++g;
   }
 }
 

@@ -23,6 +23,13 @@ namespace {
 // Work below this many element-operations runs on the calling thread: waking the pool costs
 // more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 15;
+// Paged attention splits its items' spans among threads (split-K) when a step has fewer
+// items than this per thread. Two: three items (the default model's KV heads) on two threads
+// leave one idle a third of the time, and splitting them took its decode attention at a
+// 2,048-token context from 178-187 to 136-171 us (kernels bench, medians of 3, two rounds);
+// eight items (the 1B shape's) keep both busy, and splitting them came out slower at 512
+// and 2,048 tokens (88-96 -> 93-164 us, 333-342 -> 438-499 us).
+constexpr int64_t kSplitBelowItemsPerThread = 2;
 
 // A tensor seen as rows of its innermost dimension: rows may be strided (stride[0] of a 2-D
 // view), anything of higher rank must be contiguous.
@@ -603,39 +610,106 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   // and the rest from the hot copies.
   const bool hot_window = kv.hot_window_blocks > 0;
   const PagedKVView hot = hot_window ? kv.hot_view() : PagedKVView{};
+  // The kernel call of an item, and its sequence (si, found from a hint: items come in order).
+  const auto item_args = [&](int64_t item, size_t& si, int64_t& first, int64_t& local) {
+    while (item >= first + per_query * seqs[si].n_query) first += per_query * seqs[si++].n_query;
+    const SeqAttention& s = seqs[si];
+    local = item - first;
+    const int32_t i = static_cast<int32_t>(local % s.n_query);
+    const auto head_chunk = static_cast<int32_t>(local / s.n_query);
+    const int32_t hk = head_chunk / n_chunks;
+    const int32_t h0 = hk * group + head_chunk % n_chunks * cpu::kMaxGroup;
+    const int64_t row = int64_t{s.query_start} + i;
+    cpu::PagedAttentionArgs a;
+    a.q = qp + row * q_row + int64_t{h0} * p.head_dim_k;
+    a.q_stride = p.head_dim_k;
+    a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
+    a.out_stride = p.head_dim_v;
+    a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
+    static_cast<cpu::PagedPool&>(a) = cpu::pool_of(kv, hk, s.block_table);
+    a.block_size = kv.block_size;
+    a.n_kv = int64_t{s.context_len} - s.n_query + i + 1;
+    a.head_dim_k = p.head_dim_k;
+    a.head_dim_v = p.head_dim_v;
+    a.scale = p.scale;
+    if (hot_window) {
+      const int32_t cold = kv.cold_blocks(a.n_kv - 1);
+      assert(cold >= s.hot_first && s.hot_block_table != nullptr);
+      a.n_cold = int64_t{cold} * kv.block_size;
+      a.cold = static_cast<const cpu::PagedPool&>(a);
+      static_cast<cpu::PagedPool&>(a) =
+          cpu::pool_of(hot, hk, s.hot_block_table + (cold - s.hot_first));
+    }
+    return a;
+  };
+
+  // Split-K: a step with too few items to keep every thread busy (a decode step of a few
+  // sequences: one item per KV head) runs each item's spans as items of their own, then
+  // merges them per item in span order. The same bits as one call per item
+  // (paged_attention.h); only the sharing out changes. Not with attention-mass tracking,
+  // whose items read their whole score rows.
+  const int64_t n_threads = pool_.n_threads();
+  if (n_threads > 1 && mass_floats == 0 && n_items < kSplitBelowItemsPerThread * n_threads) {
+    span_first_.assign(static_cast<size_t>(n_items) + 1, 0);
+    size_t si = 0;
+    int64_t first = 0;
+    int64_t local = 0;
+    for (int64_t item = 0; item < n_items; ++item) {
+      const int64_t spans = cpu::paged_spans(item_args(item, si, first, local).n_kv);
+      span_first_[static_cast<size_t>(item) + 1] = span_first_[static_cast<size_t>(item)] + spans;
+    }
+    const int64_t n_spans = span_first_.back();
+    if (n_spans > n_items) {
+      // Each span's state: m and l of the heads, then their accumulator rows.
+      const int32_t ng = std::min(group, cpu::kMaxGroup);
+      const int64_t state_floats = 2 * int64_t{ng} + int64_t{ng} * p.head_dim_v;
+      span_states_.resize(static_cast<size_t>(n_spans * state_floats));
+      const auto state_of = [&](int64_t span_item) {
+        float* base = span_states_.data() + span_item * state_floats;
+        return cpu::PagedPartial{base, base + ng, base + 2 * ng};
+      };
+      const auto item_of = [&](int64_t span_item) {
+        return std::upper_bound(span_first_.begin(), span_first_.end(), span_item) -
+               span_first_.begin() - 1;
+      };
+      for_rows(n_spans, cpu::kPagedSpan * ng * (int64_t{p.head_dim_k} + p.head_dim_v),
+               [&](int64_t s0, int64_t s1) {
+                 size_t si = 0;
+                 int64_t first = 0;
+                 int64_t local = 0;
+                 for (int64_t sub = s0; sub < s1; ++sub) {
+                   const int64_t item = item_of(sub);
+                   const cpu::PagedAttentionArgs a = item_args(item, si, first, local);
+                   cpu::paged_attention_span(kt_, a, sub - span_first_[static_cast<size_t>(item)],
+                                             state_of(sub));
+                 }
+               });
+      for_rows(n_items, n_spans / n_items * state_floats, [&](int64_t i0, int64_t i1) {
+        size_t si = 0;
+        int64_t first = 0;
+        int64_t local = 0;
+        thread_local std::vector<cpu::PagedPartial> states;
+        for (int64_t item = i0; item < i1; ++item) {
+          const cpu::PagedAttentionArgs a = item_args(item, si, first, local);
+          const int64_t s0 = span_first_[static_cast<size_t>(item)];
+          const int64_t s1 = span_first_[static_cast<size_t>(item) + 1];
+          states.clear();
+          for (int64_t sub = s0; sub < s1; ++sub) states.push_back(state_of(sub));
+          cpu::paged_finish(a, states.data(), s1 - s0);
+        }
+      });
+      return;
+    }
+  }
+
   for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {
     // The sequence of item i0, by a walk over the (few) sequences: no storage per call.
     size_t si = 0;
     int64_t first = 0;  // the first item of seqs[si]
     for (int64_t item = i0; item < i1; ++item) {
-      while (item >= first + per_query * seqs[si].n_query) first += per_query * seqs[si++].n_query;
+      int64_t local = 0;
+      cpu::PagedAttentionArgs a = item_args(item, si, first, local);
       const SeqAttention& s = seqs[si];
-      const int64_t local = item - first;
-      const int32_t i = static_cast<int32_t>(local % s.n_query);
-      const auto head_chunk = static_cast<int32_t>(local / s.n_query);
-      const int32_t hk = head_chunk / n_chunks;
-      const int32_t h0 = hk * group + head_chunk % n_chunks * cpu::kMaxGroup;
-      const int64_t row = int64_t{s.query_start} + i;
-      cpu::PagedAttentionArgs a;
-      a.q = qp + row * q_row + int64_t{h0} * p.head_dim_k;
-      a.q_stride = p.head_dim_k;
-      a.out = outr.row<float>(row) + int64_t{h0} * p.head_dim_v;
-      a.out_stride = p.head_dim_v;
-      a.n_group = std::min(cpu::kMaxGroup, (hk + 1) * group - h0);
-      static_cast<cpu::PagedPool&>(a) = cpu::pool_of(kv, hk, s.block_table);
-      a.block_size = kv.block_size;
-      a.n_kv = int64_t{s.context_len} - s.n_query + i + 1;
-      a.head_dim_k = p.head_dim_k;
-      a.head_dim_v = p.head_dim_v;
-      a.scale = p.scale;
-      if (hot_window) {
-        const int32_t cold = kv.cold_blocks(a.n_kv - 1);
-        assert(cold >= s.hot_first && s.hot_block_table != nullptr);
-        a.n_cold = int64_t{cold} * kv.block_size;
-        a.cold = static_cast<const cpu::PagedPool&>(a);
-        static_cast<cpu::PagedPool&>(a) =
-            cpu::pool_of(hot, hk, s.hot_block_table + (cold - s.hot_first));
-      }
       if (mass_offsets_[si] < 0) {
         cpu::paged_attention(kt_, a);
         continue;

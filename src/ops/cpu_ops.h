@@ -85,6 +85,10 @@ class CpuOps final : public Ops {
   // rows start (-1: not tracked).
   std::vector<float> mass_rows_;
   std::vector<int64_t> mass_offsets_;
+  // paged_attention's split-K scratch: item i's spans are span items [span_first_[i],
+  // span_first_[i + 1]), whose states span_states_ holds.
+  std::vector<int64_t> span_first_;
+  std::vector<float> span_states_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
   std::vector<float> product_;      // matmul_add's product where no kernel adds it
   std::vector<AlignedBuffer<uint8_t>> packed_weights_;  // what prepare_weight made

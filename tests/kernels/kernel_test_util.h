@@ -10,6 +10,7 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tokamak::test {
@@ -67,6 +68,21 @@ inline std::vector<float> decode_rows(DType dtype, const uint8_t* data, int64_t 
     cpu::dequantize_row(dtype, data + static_cast<size_t>(r) * rb, out.data() + r * k, k);
   }
   return out;
+}
+
+// paged_attention(kt, a) the way a caller that splits spans among threads runs it: each span
+// into a state of its own, last span first, then paged_finish into a.out.
+inline void paged_attention_by_spans(const cpu::KernelTable& kt, const cpu::PagedAttentionArgs& a) {
+  const int64_t n = cpu::paged_spans(a.n_kv);
+  const int64_t floats = 2 * int64_t{a.n_group} + int64_t{a.n_group} * a.head_dim_v;
+  std::vector<float> store(static_cast<size_t>(n * floats));
+  std::vector<cpu::PagedPartial> states;
+  for (int64_t s = 0; s < n; ++s) {
+    float* base = store.data() + s * floats;
+    states.push_back({base, base + a.n_group, base + 2 * a.n_group});
+  }
+  for (int64_t s = n - 1; s >= 0; --s) cpu::paged_attention_span(kt, a, s, states[s]);
+  cpu::paged_finish(a, states.data(), n);
 }
 
 }  // namespace tokamak::test

@@ -339,6 +339,24 @@ TEST(PagedAttentionTest, BlockSizePlacementAndGroupDoNotChangeBits) {
   }
 }
 
+// A context's spans computed apart, in any order, and merged give the bits of the one call
+// (paged_attention.h): what lets CpuOps share a long context out among threads.
+TEST(PagedAttentionTest, SpansComputedApartGiveTheSameBits) {
+  for (const KernelTable* kt : all_tables()) {
+    for (int64_t n_kv : {1, 200, 256, 257, 600, 1100}) {
+      for (int32_t bs : {7, 16}) {
+        const Case c{3, 64, 64, bs, n_kv, 3.0f};
+        const Fixture f(c, 500 + n_kv);
+        const auto whole = f.run(*kt);
+        std::vector<float> split(whole.size(), NAN);
+        test::paged_attention_by_spans(*kt, f.args(split.data()));
+        EXPECT_EQ(std::memcmp(split.data(), whole.data(), whole.size() * 4), 0)
+            << isa_name(kt->isa) << " " << c.name();
+      }
+    }
+  }
+}
+
 // Head dims that are not multiples of 8 go to the scalar kernel from every table.
 TEST(PagedAttentionTest, OddHeadDimsMatchReference) {
   for (const KernelTable* kt : all_tables()) {

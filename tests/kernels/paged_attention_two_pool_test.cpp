@@ -229,7 +229,9 @@ std::vector<Case> cases() {
                                        {48, 81},
                                        {64, 64},
                                        {96, 100},
-                                       {128, 257}}) {
+                                       {128, 257},
+                                       {240, 700},     // spans (256) across the cold edge
+                                       {400, 600}}) {
       out.push_back({cold, hot, 3, 64, 64, 16, n_cold, n_kv});
     }
     out.push_back({cold, hot, 1, 32, 32, 1, 33, 40});
@@ -321,6 +323,24 @@ TEST(PagedAttentionTwoPoolTest, BlockPlacementDoesNotChangeBits) {
       const auto b = Fixture(c, 42, 2).run(*kt);
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
           << isa_name(kt->isa) << " " << c.name();
+    }
+  }
+}
+
+// Spans computed apart and merged give the one call's bits, with the cold edge inside a span.
+TEST(PagedAttentionTwoPoolTest, SpansComputedApartGiveTheSameBits) {
+  for (const KernelTable* kt : all_tables()) {
+    for (const auto& [cold, hot] :
+         {std::pair{kQ4cQ4, kF16}, std::pair{kQ4, kF16}, std::pair{kF16, kQ4}}) {
+      for (const auto& [n_cold, n_kv] : {std::pair<int64_t, int64_t>{240, 700}, {400, 600}}) {
+        const Case c{cold, hot, 3, 64, 64, 16, n_cold, n_kv};
+        const Fixture f(c, 7, 1);
+        const auto whole = f.run(*kt);
+        std::vector<float> split(whole.size(), NAN);
+        test::paged_attention_by_spans(*kt, f.args(split.data()));
+        EXPECT_EQ(std::memcmp(split.data(), whole.data(), whole.size() * 4), 0)
+            << isa_name(kt->isa) << " " << c.name();
+      }
     }
   }
 }

@@ -16,6 +16,7 @@
 namespace tokamak::cpu {
 
 struct PagedAttentionArgs;  // paged_attention.h
+struct PagedPartial;        // paged_attention.h
 
 // Dot product of a weight row and an activation row of n elements, each in its encoding
 // (the activation encoding of weight type W is given by activation_dtype(W) in matmul.h).
@@ -72,9 +73,10 @@ struct KernelTable {
                     float scale, bool single_token_order, float* out, float* scores,
                     uint16_t* probs);
 
-  // One query token of a GQA group over a sequence in the paged KV cache, online softmax;
-  // see paged_attention.h. No scratch.
-  void (*paged_attention)(const PagedAttentionArgs& args);
+  // One query token of a GQA group over tokens [begin, end) of a sequence in the paged KV
+  // cache, online softmax, into a span state; see paged_attention.h. No scratch.
+  void (*paged_attention_span)(const PagedAttentionArgs& args, int64_t begin, int64_t end,
+                               const PagedPartial& out);
   // Matmuls over weights repacked for this level (packed_weights.h), by base type: null where
   // the level computes in GGUF's layout. A model packs a weight type exactly when its entry is
   // set (Ops::prepare_weight); the scalar twin is packed_matmul_reference.

@@ -433,7 +433,7 @@ const KernelTable& avx2_kernel_table() {
       .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = avx2::silu_mul,
       .attention = avx2::attention,
-      .paged_attention = avx2::paged_attention,
+      .paged_attention_span = avx2::paged_attention_span,
   };
   return table;
 }

@@ -188,7 +188,7 @@ const KernelTable& scalar_kernel_table() {
       .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = silu_mul,
       .attention = attention,
-      .paged_attention = scalar::paged_attention,
+      .paged_attention_span = scalar::paged_attention_span,
   };
   return table;
 }

@@ -40,7 +40,9 @@ int32_t paged_segments(const PagedAttentionArgs& a, PagedSegment (&seg)[2]) {
   return n;
 }
 
-void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
+namespace {
+
+void check_args(const PagedAttentionArgs& a) {
   assert(a.q != nullptr && a.out != nullptr && a.block_size >= 1);
   assert(a.n_group >= 1 && a.n_group <= kMaxGroup && a.n_kv >= 1);
   assert(a.head_dim_k >= 1 && a.head_dim_k <= kMaxHeadDim);
@@ -62,27 +64,81 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
            kv_tile_scale_bytes(s.dtypes.v, a.block_size, a.head_dim_v) == 0);
   }
 #endif
-  kt.paged_attention(a);
+  (void)a;
+}
+
+}  // namespace
+
+void paged_merge(const PagedPartial& into, const PagedPartial& next, int32_t n_group,
+                 int32_t head_dim_v) {
+  for (int32_t g = 0; g < n_group; ++g) {
+    const float m = std::max(into.m[g], next.m[g]);
+    const float a = std::exp(into.m[g] - m);
+    const float b = std::exp(next.m[g] - m);
+    into.l[g] = into.l[g] * a + next.l[g] * b;
+    float* acc = into.acc + g * head_dim_v;
+    const float* add = next.acc + g * head_dim_v;
+    for (int32_t d = 0; d < head_dim_v; ++d) acc[d] = acc[d] * a + add[d] * b;
+    into.m[g] = m;
+  }
+}
+
+void paged_finish(const PagedAttentionArgs& a, const PagedPartial* parts, int64_t n) {
+  for (int64_t s = 1; s < n; ++s) paged_merge(parts[0], parts[s], a.n_group, a.head_dim_v);
+  for (int32_t g = 0; g < a.n_group; ++g) {
+    const float inv = 1.0f / parts[0].l[g];
+    const float* acc = parts[0].acc + g * a.head_dim_v;
+    float* out = a.out + g * a.out_stride;
+    for (int32_t d = 0; d < a.head_dim_v; ++d) out[d] = acc[d] * inv;
+  }
+}
+
+void paged_attention_span(const KernelTable& kt, const PagedAttentionArgs& a, int64_t span,
+                          const PagedPartial& out) {
+  check_args(a);
+  assert(span >= 0 && span < paged_spans(a.n_kv));
+  const int64_t begin = span * kPagedSpan;
+  kt.paged_attention_span(a, begin, std::min(a.n_kv, begin + kPagedSpan), out);
+}
+
+void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
+  check_args(a);
+  // The merged state of the spans so far, and the span being computed.
+  float m[2][kMaxGroup];
+  float l[2][kMaxGroup];
+  alignas(64) float acc[2][kMaxGroup * kMaxHeadDim];
+  const PagedPartial parts[2] = {{m[0], l[0], acc[0]}, {m[1], l[1], acc[1]}};
+  const int64_t n = paged_spans(a.n_kv);
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t begin = s * kPagedSpan;
+    kt.paged_attention_span(a, begin, std::min(a.n_kv, begin + kPagedSpan), parts[s == 0 ? 0 : 1]);
+    if (s > 0) paged_merge(parts[0], parts[1], a.n_group, a.head_dim_v);
+  }
+  paged_finish(a, parts, 1);
 }
 
 namespace scalar {
 
-void paged_attention(const PagedAttentionArgs& a) {
+void paged_attention_span(const PagedAttentionArgs& a, int64_t begin, int64_t end,
+                          const PagedPartial& part) {
   const int32_t dk = a.head_dim_k;
   const int32_t dv = a.head_dim_v;
   PagedSegment seg[2];
   const int32_t n_seg = paged_segments(a, seg);
   for (int32_t g = 0; g < a.n_group; ++g) {
     const float* q = a.q + g * a.q_stride;
-    float* out = a.out + g * a.out_stride;
-    float acc[kMaxHeadDim] = {};
+    float* acc = part.acc + g * dv;
+    std::fill(acc, acc + dv, 0.0f);
     float m = -INFINITY;
     float l = 0.0f;
     // Rows are decoded unrotated (kv_decode_row), so the segments share acc as it is.
     for (int32_t si = 0; si < n_seg; ++si) {
       const PagedSegment& sg = seg[si];
-      for (int64_t t0 = sg.begin; t0 < sg.end; t0 += kPagedTile) {
-        const int32_t n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, sg.end - t0));
+      // The segment's part of the span; its tiles are cut from where that part starts.
+      const int64_t t_begin = std::max(sg.begin, begin);
+      const int64_t t_end = std::min(sg.end, end);
+      for (int64_t t0 = t_begin; t0 < t_end; t0 += kPagedTile) {
+        const int32_t n = static_cast<int32_t>(std::min<int64_t>(kPagedTile, t_end - t0));
         // The tile's K and V rows decoded to F32 (kPagedTile * 2 * kMaxHeadDim floats).
         float krow[kPagedTile][kMaxHeadDim];
         float vrow[kPagedTile][kMaxHeadDim];
@@ -119,8 +175,8 @@ void paged_attention(const PagedAttentionArgs& a) {
         }
       }
     }
-    const float inv = 1.0f / l;
-    for (int32_t d = 0; d < dv; ++d) out[d] = acc[d] * inv;
+    part.m[g] = m;
+    part.l[g] = l;
   }
 }
 

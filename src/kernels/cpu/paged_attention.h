@@ -5,8 +5,13 @@
 // of FlashAttention: a running max m, a running sum l and a rescaled accumulator, so nothing
 // grows with the context.
 //
-//   m = -inf, l = 0, acc = 0                           per head, F32
-//   for each tile [t0, t1) of kPagedTile tokens of [0, n_kv), in token order:
+// The context is cut into spans of kPagedSpan tokens from token 0 (the last one shorter), so
+// that one long context can be shared out among threads (split-K); each span runs its own
+// online softmax, and the spans' states are merged in span order:
+//
+//   for each span [b, e) of [0, n_kv):                 (m_s, l_s, acc_s), per head:
+//     m = -inf, l = 0, acc = 0                         F32
+//     for each tile [t0, t1) of kPagedTile tokens of [b, e), in token order:
 //     s_j   = (q · k_j) * scale                        q F32 as given (not rounded to F16),
 //                                                      k_j decoded to F32 (kv_codec.h)
 //     m'    = max(m, max_j s_j)
@@ -14,12 +19,22 @@
 //     l     = l * alpha + Σ_j exp(s_j - m')
 //     acc   = acc * alpha + Σ_j exp(s_j - m') v_j      in j order
 //     m     = m'
-//   out = acc * (1 / l)
+//   (M, L, A) = span 0's (m, l, acc)
+//   for each further span s, in order:                 paged_merge
+//     M' = max(M, m_s),  a = exp(M - M'),  b = exp(m_s - M')
+//     L  = L * a + l_s * b,  A = A * a + acc_s * b,  M = M'
+//   out = A * (1 / L)
+//
+// With one span (n_kv <= kPagedSpan) that is the plain online softmax. The spans depend on n_kv
+// alone, and a span's state does not depend on which thread computes it or when, so splitting
+// a call's spans among threads (CpuOps::paged_attention) or running them one after the other
+// (paged_attention below) gives the same bits.
 //
 // Token j is row j % block_size of block block_table[j / block_size], and the tiles are cut
 // from the token order, not from the blocks: the arithmetic depends only on n_kv and the data,
 // never on the block size, on which blocks hold the tokens, on the other heads of the group, or
-// on how the caller batches and threads its calls. That is what batch invariance rests on.
+// on how the caller batches and threads its calls (spans included). That is what batch
+// invariance rests on.
 // The SIMD forms sum in other orders, apply int8 / fp8 row scales to whole dot products
 // rather than to elements, and use a polynomial exp, so they differ from the scalar twin by
 // float rounding, but each is just as fixed.
@@ -55,6 +70,10 @@ namespace tokamak::cpu {
 
 inline constexpr int32_t kPagedTile = 32;  // tokens per online-softmax step
 inline constexpr int32_t kMaxGroup = 8;    // query heads per call (callers split larger groups)
+// Tokens per span. Long enough that a span's tiles outweigh its merge (an exp per head and a
+// pass over its accumulator), short enough that a decode step over a few KV heads finds work
+// for every thread at contexts of a few hundred tokens.
+inline constexpr int64_t kPagedSpan = 256;
 
 // One KV head's tiles in one pool, and a sequence's blocks there: block b's keys start at
 // k + b * k_block_stride (bytes), its values at v + b * v_block_stride, their scales (dtypes
@@ -120,16 +139,44 @@ struct PagedSegment : PagedPool {
 // returns how many (1 or 2).
 int32_t paged_segments(const PagedAttentionArgs& args, PagedSegment (&seg)[2]);
 
-// Checks the arguments, then runs kt's kernel. Allocates nothing (the state is on the stack).
+// One span's online-softmax state for the n_group heads of a call: running max and sum per
+// head, and the accumulator rows (n_group rows of head_dim_v floats, not yet divided by l).
+struct PagedPartial {
+  float* m = nullptr;    // n_group floats
+  float* l = nullptr;    // n_group floats
+  float* acc = nullptr;  // n_group * head_dim_v floats
+};
+
+inline int64_t paged_spans(int64_t n_kv) {
+  return (n_kv + kPagedSpan - 1) / kPagedSpan;
+}
+
+// Checks the arguments, then runs kt's kernel over every span, one after the other, merging
+// as it goes, into args.out. Allocates nothing (the states are on the stack).
 void paged_attention(const KernelTable& kt, const PagedAttentionArgs& args);
 
-// The kernels (tables in kernels_<isa>.cpp). The AVX2 one needs head dims that are multiples
-// of 8 and hands others to the scalar one.
+// Span `span` (in [0, paged_spans(n_kv))) of a call into `out`, and what the spans' states
+// make once merged: paged_attention() in two steps, for a caller that runs spans on several
+// threads. paged_finish merges parts[0, n) (a call's spans in order) into args.out.
+void paged_attention_span(const KernelTable& kt, const PagedAttentionArgs& args, int64_t span,
+                          const PagedPartial& out);
+void paged_finish(const PagedAttentionArgs& args, const PagedPartial* parts, int64_t n);
+
+// Adds span state `next` into `into` (the state of the spans before it): the merge step above.
+void paged_merge(const PagedPartial& into, const PagedPartial& next, int32_t n_group,
+                 int32_t head_dim_v);
+
+// The kernels (tables in kernels_<isa>.cpp): tokens [begin, end) of the call, the tiles cut
+// from begin (and from n_cold), into `out`. The AVX2 one needs head dims that are multiples
+// of 8 and hands others, and dtypes it has no instantiation for, to the scalar one; which
+// kernel runs depends on the whole call, never on the span.
 namespace scalar {
-void paged_attention(const PagedAttentionArgs& args);
+void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t end,
+                          const PagedPartial& out);
 }
 namespace avx2 {
-void paged_attention(const PagedAttentionArgs& args);
+void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t end,
+                          const PagedPartial& out);
 }
 
 }  // namespace tokamak::cpu

@@ -365,9 +365,10 @@ void set_rotated(const PagedAttentionArgs& a, State& st, bool rotated) {
   st.rotated = rotated;
 }
 
-// The tiles of one segment, cut from its first token, added to the state.
+// The tiles of tokens [begin, end) of one segment, cut from begin, added to the state.
 template <KVDType DK, KVDType DV>
-void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& sg, State& st) {
+void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& whole, int64_t begin,
+                int64_t end, State& st) {
   // q4 rows are stored Hadamard-rotated (kv_codec.h): rotate the queries here (q4 keys), and
   // the accumulator (q4 values), instead of every key and value.
   alignas(32) float q_rot[DK == KVDType::Q4 ? kMaxGroup * kMaxHeadDim : 1];
@@ -389,9 +390,11 @@ void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& sg, State& s
   std::fill(std::begin(t.v_groups), std::end(t.v_groups), nullptr);
   std::fill(std::begin(t.k_scale), std::end(t.k_scale), 1.0f);
   std::fill(std::begin(t.v_scale), std::end(t.v_scale), 1.0f);
-  int64_t block = 0;   // index into the segment's block table of token t0
-  int32_t offset = 0;  // row of token t0 in its block
-  for (int64_t t0 = sg.begin; t0 < sg.end; t0 += kPagedTile) {
+  PagedSegment sg = whole;  // ends at `end`: the tiles stop there
+  sg.end = end;
+  int64_t block = (begin - sg.begin) / a.block_size;  // index into the block table of token t0
+  auto offset = static_cast<int32_t>((begin - sg.begin) % a.block_size);  // its row there
+  for (int64_t t0 = begin; t0 < sg.end; t0 += kPagedTile) {
     gather_tile<DK, DV>(a, sg, t0, block, offset, t);
     if (t0 + kPagedTile < sg.end) prefetch_tile<DK, DV>(a, sg, t0 + kPagedTile, block, offset);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
@@ -413,7 +416,8 @@ void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& sg, State& s
   }
 }
 
-using SegmentFn = void (*)(const PagedAttentionArgs&, const PagedSegment&, State&);
+using SegmentFn = void (*)(const PagedAttentionArgs&, const PagedSegment&, int64_t, int64_t,
+                           State&);
 
 // The instantiation for a segment's dtypes: every dtype for both, and the mixes worth having
 // (keys kept finer than values; q4c keys, which are for cold blocks, beside the values such
@@ -452,19 +456,21 @@ SegmentFn segment_kernel(KVDTypes d) {
 
 }  // namespace
 
-void paged_attention(const PagedAttentionArgs& a) {
+void paged_attention_span(const PagedAttentionArgs& a, int64_t begin, int64_t end,
+                          const PagedPartial& out) {
   if (a.head_dim_k % 8 != 0 || a.head_dim_v % 8 != 0) {
-    scalar::paged_attention(a);
+    scalar::paged_attention_span(a, begin, end, out);
     return;
   }
-  // Both segments here or both on the scalar kernel: the arithmetic of a call is one kernel's.
+  // Both segments here or both on the scalar kernel, whichever the span: the arithmetic of a
+  // call is one kernel's.
   PagedSegment seg[2];
   const int32_t n_seg = paged_segments(a, seg);
   SegmentFn fn[2] = {};
   for (int32_t i = 0; i < n_seg; ++i) {
     fn[i] = segment_kernel(seg[i].dtypes);
     if (fn[i] == nullptr) {
-      scalar::paged_attention(a);
+      scalar::paged_attention_span(a, begin, end, out);
       return;
     }
   }
@@ -473,17 +479,15 @@ void paged_attention(const PagedAttentionArgs& a) {
   std::fill(st.m, st.m + a.n_group, -INFINITY);
   std::fill(st.l, st.l + a.n_group, 0.0f);
   std::fill(st.acc, st.acc + a.n_group * dv, 0.0f);
-  for (int32_t i = 0; i < n_seg; ++i) fn[i](a, seg[i], st);
-  for (int32_t g = 0; g < a.n_group; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / st.l[g]);
-    float* out = a.out + g * a.out_stride;
-    for (int32_t d = 0; d < dv; d += 8) {
-      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(st.acc + g * dv + d), inv));
-    }
-    if (st.rotated) {
-      for (int32_t d = 0; d < dv; d += kKVQ4Group) hadamard32(out + d);
-    }
+  for (int32_t i = 0; i < n_seg; ++i) {
+    const int64_t b = std::max(seg[i].begin, begin);
+    const int64_t e = std::min(seg[i].end, end);
+    if (b < e) fn[i](a, seg[i], b, e, st);
   }
+  set_rotated(a, st, false);
+  std::copy(st.m, st.m + a.n_group, out.m);
+  std::copy(st.l, st.l + a.n_group, out.l);
+  std::copy(st.acc, st.acc + a.n_group * dv, out.acc);
 }
 
 }  // namespace tokamak::cpu::avx2

@@ -342,13 +342,28 @@ void CpuOps::rope(const Tensor& x, std::span<const int32_t> positions, const Rop
          params.n_rot <= cpu::kMaxHeadDim);
   const cpu::RopeConfig cfg{params.n_rot, params.freq_base, params.freq_scale};
   float* base = x.ptr<float>();
+  const bool from_table = rope_rows_ready(cfg, positions);
   for_rows(n_tokens, n_heads * head_dim, [&](int64_t t0, int64_t t1) {
     float cos_sin[cpu::kMaxHeadDim];
     for (int64_t t = t0; t < t1; ++t) {
-      cpu::rope_cos_sin(cfg, positions[static_cast<size_t>(t)], cos_sin);
-      cpu::rope_apply(base + t * n_heads * head_dim, n_heads, head_dim, params.n_rot, cos_sin);
+      const int32_t pos = positions[static_cast<size_t>(t)];
+      const float* cs = cos_sin;
+      if (from_table) {
+        cs = rope_table_.row(pos);
+      } else {
+        cpu::rope_cos_sin(cfg, pos, cos_sin);
+      }
+      kt_.rope_apply(base + t * n_heads * head_dim, n_heads, head_dim, params.n_rot, cs);
     }
   });
+}
+
+bool CpuOps::rope_rows_ready(const cpu::RopeConfig& cfg, std::span<const int32_t> positions) {
+  if (positions.empty()) return false;
+  const auto [lo, hi] = std::minmax_element(positions.begin(), positions.end());
+  if (*lo < 0 || *hi >= cpu::RopeTable::kMaxPositions) return false;
+  rope_table_.reserve(cfg, *hi + 1);
+  return true;
 }
 
 void CpuOps::attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -423,6 +438,7 @@ void CpuOps::write_kv_rows(const Tensor& k, const Tensor& v, std::span<const int
   assert(!rotate || (rope.n_rot > 0 && rope.n_rot % 2 == 0 && rope.n_rot <= dk &&
                      rope.n_rot <= cpu::kMaxHeadDim));
   const cpu::RopeConfig rope_cfg{rope.n_rot, rope.freq_base, rope.freq_scale};
+  const bool from_table = rotate && rope_rows_ready(rope_cfg, positions);
   // Rows are independent (each is encoded on its own, kv_codec.h): any split. F16 through
   // the ISA's conversion, the others through the one encoder.
   for_rows(kr.n_rows, int64_t{kv.n_head_kv} * (dk + dv), [&](int64_t r0, int64_t r1) {
@@ -436,10 +452,16 @@ void CpuOps::write_kv_rows(const Tensor& k, const Tensor& v, std::span<const int
       const auto row = static_cast<int32_t>(slot % kv.block_size);
       const float* k_row = kr.row<const float>(r);
       if (rotate) {
+        const int32_t pos = positions[static_cast<size_t>(r)];
         float cos_sin[cpu::kMaxHeadDim];
-        cpu::rope_cos_sin(rope_cfg, positions[static_cast<size_t>(r)], cos_sin);
+        const float* cs = cos_sin;
+        if (from_table) {
+          cs = rope_table_.row(pos);
+        } else {
+          cpu::rope_cos_sin(rope_cfg, pos, cos_sin);
+        }
         std::memcpy(rotated.data(), k_row, rotated.size() * sizeof(float));
-        cpu::rope_apply(rotated.data(), kv.n_head_kv, dk, rope.n_rot, cos_sin);
+        kt_.rope_apply(rotated.data(), kv.n_head_kv, dk, rope.n_rot, cs);
         k_row = rotated.data();
       }
       for (int32_t h = 0; h < kv.n_head_kv; ++h) {
@@ -532,7 +554,7 @@ void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> block
         for (int32_t r = 0; r < kv.block_size; ++r) {
           float* row = rows.data() + static_cast<size_t>(r) * dk;
           cpu::kv_decode_row(kv.dtypes.k, tile, scales, dk, r, row);
-          cpu::rope_apply(row, 1, dk, rope.n_rot, cos_sin);
+          kt_.rope_apply(row, 1, dk, rope.n_rot, cos_sin);
         }
         cpu::kv_write_tile(kv.dtypes.k, rows.data(), kv.block_size, dk, tile, scales);
       }
@@ -551,7 +573,7 @@ void CpuOps::shift_paged_k(const PagedKVView& kv, std::span<const int32_t> block
       uint8_t* tile = kv.k_tile(block, h);
       uint8_t* scales = kv.k_tile_scales(block, h);
       cpu::kv_decode_row(kv.dtypes.k, tile, scales, dk, offset, row);
-      cpu::rope_apply(row, 1, dk, rope.n_rot, cos_sin);
+      kt_.rope_apply(row, 1, dk, rope.n_rot, cos_sin);
       cpu::kv_write_row(kv.dtypes.k, row, dk, tile, scales, offset);
     }
   });

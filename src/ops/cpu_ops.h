@@ -11,6 +11,7 @@
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/rope_table.h"
 #include "ops/ops.h"
 
 namespace tokamak {
@@ -57,6 +58,10 @@ class CpuOps final : public Ops {
   // x's rows encoded for weights of type wtype (in scratch_; F32 weights take x as it is):
   // the rows and their stride in bytes. With norm on, each row is normalised first, on its
   // way to the encoder (not for F32 weights, which have no encoder).
+  // Whether rope_table_ holds the rows of every position (reserving them if needed): false
+  // for positions it does not keep, which are then computed per token.
+  bool rope_rows_ready(const cpu::RopeConfig& cfg, std::span<const int32_t> positions);
+
   std::pair<const void*, size_t> encode_activations(const Tensor& x, DType wtype,
                                                     const InputNorm& norm = {});
   // A packed matmul of norm(x) against w, whose rows are those of the outputs ys stacked in
@@ -85,6 +90,8 @@ class CpuOps final : public Ops {
   // rows start (-1: not tracked).
   std::vector<float> mass_rows_;
   std::vector<int64_t> mass_offsets_;
+  // RoPE's cos/sin rows by position, shared by rope() and the K writes of every layer.
+  cpu::RopeTable rope_table_;
   // paged_attention's split-K scratch: item i's spans are span items [span_first_[i],
   // span_first_[i + 1]), whose states span_states_ holds.
   std::vector<int64_t> span_first_;

@@ -10,9 +10,11 @@
 
 #include "core/fp16.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rope.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -98,6 +100,28 @@ const DotCase kDotCases[] = {
 
 // The four-row form gives each row bitwise what the one-row form gives (batch invariance of
 // matmul rests on this).
+// RoPE's rotation: each output is one fma of the same operands in any width, so bit-identical;
+// rotated dims past the last full vector, and dims past n_rot (left alone), included.
+TEST(SimdKernelsTest, RopeApplyIsBitIdentical) {
+  for (const auto& [name, kt] : test::simd_tables()) {
+    for (const auto& [head_dim, n_rot] : {std::pair{64, 64}, {128, 128}, {64, 32}, {40, 38},
+                                          {16, 6}, {8, 8}}) {
+      const int64_t n_heads = 3;
+      for (int32_t pos : {0, 1, 17, 4095}) {
+        float cos_sin[kMaxHeadDim];
+        rope_cos_sin({n_rot, 10000.0f, 1.0f}, pos, cos_sin);
+        const auto x = random_floats(static_cast<size_t>(n_heads * head_dim), pos + 7, -3.0f, 3.0f);
+        auto want = x;
+        auto got = x;
+        scalar().rope_apply(want.data(), n_heads, head_dim, n_rot, cos_sin);
+        kt->rope_apply(got.data(), n_heads, head_dim, n_rot, cos_sin);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << name << " head_dim " << head_dim << " n_rot " << n_rot << " pos " << pos;
+      }
+    }
+  }
+}
+
 TEST(SimdKernelsTest, FourRowFormEqualsOneRowForm) {
   std::vector<test::NamedTable> tables = test::simd_tables();
   tables.push_back({"scalar", &scalar()});

@@ -16,6 +16,8 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/rope_table.h"
 #include "ops_test_util.h"
 
 namespace tokamak {
@@ -325,6 +327,29 @@ TEST(CpuOpsRowTest, RopeUsesEachRowsPosition) {
   const std::vector<int32_t> p9 = {9};
   ops.rope(Tensor::contiguous(DType::F32, {1, h, d}, lone.data()), p9, {8, 10000.0f, 1.0f});
   for (int64_t i = 0; i < h * d; ++i) EXPECT_EQ(x[2 * h * d + i], lone[i]);
+}
+
+// Rows come from the op's table of cos/sin rows, or are computed per token for positions the
+// table does not keep: the same bits either way, those of rope_cos_sin then rope_apply.
+TEST(CpuOpsRowTest, RopeFromTheTableOrNotGivesTheSameBits) {
+  ThreadPool pool(2);
+  CpuOps ops(pool, Isa::Scalar);
+  const int64_t h = 3, d = 64;
+  const RopeParams params{64, 10000.0f, 1.0f};
+  const cpu::RopeConfig cfg{64, 10000.0f, 1.0f};
+  for (const std::vector<int32_t>& pos :
+       {std::vector<int32_t>{3, 12, 4000}, {3, cpu::RopeTable::kMaxPositions + 5, 12}}) {
+    const auto t = static_cast<int64_t>(pos.size());
+    auto x = random_floats(static_cast<size_t>(t * h * d), 9);
+    auto want = x;
+    for (int64_t r = 0; r < t; ++r) {
+      float cs[cpu::kMaxHeadDim];
+      cpu::rope_cos_sin(cfg, pos[static_cast<size_t>(r)], cs);
+      cpu::rope_apply(want.data() + r * h * d, h, d, 64, cs);
+    }
+    ops.rope(Tensor::contiguous(DType::F32, {t, h, d}, x.data()), pos, params);
+    EXPECT_EQ(std::memcmp(x.data(), want.data(), x.size() * sizeof(float)), 0) << pos[1];
+  }
 }
 
 // Grouped-query attention: query head h reads KV head h / (n_head / n_head_kv), and query i

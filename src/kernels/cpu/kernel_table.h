@@ -65,6 +65,9 @@ struct KernelTable {
 
   // out = silu(gate) * up, rounding as ggml does (ggml_math.h); out may alias.
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  // RoPE's rotation of n_heads heads of one token in place, from rope_cos_sin's row (rope.h).
+  void (*rope_apply)(float* x, int64_t n_heads, int64_t head_dim, int32_t n_rot,
+                     const float* cos_sin);
 
   // One query head over n_kv cached positions; see attention.h for the arithmetic.
   // scores: n_kv floats and probs: n_kv halves of scratch.

@@ -18,6 +18,7 @@
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace tokamak::cpu {
@@ -432,6 +433,7 @@ const KernelTable& avx2_kernel_table() {
       .bf16 = dot_by_rows<dot_bf16_bf16>(),
       .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = avx2::silu_mul,
+      .rope_apply = avx2::rope_apply,
       .attention = avx2::attention,
       .paged_attention_span = avx2::paged_attention_span,
   };

@@ -12,6 +12,7 @@
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rope.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -187,6 +188,7 @@ const KernelTable& scalar_kernel_table() {
       .bf16 = dot_by_rows<dot_bf16_bf16>(),
       .f32 = dot_by_rows<dot_f32_f32>(),
       .silu_mul = silu_mul,
+      .rope_apply = rope_apply,
       .attention = attention,
       .paged_attention_span = scalar::paged_attention_span,
   };

@@ -1,0 +1,38 @@
+#pragma once
+// rope_cos_sin's rows for positions [0, n) of one RopeConfig, computed once and kept. A row is
+// n_rot / 2 std::cos and std::sin calls on large arguments, ~2 us a token for n_rot = 64: as
+// much as the rest of a decode step's RoPE and K writes, and a prefill computed each row
+// twice (queries, then keys) in every layer. Rows are rope_cos_sin's own output, so results
+// do not change by a bit.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/rope.h"
+
+namespace tokamak::cpu {
+
+class RopeTable {
+ public:
+  // Positions from this on are computed per call instead (a row is n_rot floats: 16 MiB at
+  // n_rot = 64).
+  static constexpr int32_t kMaxPositions = 1 << 16;
+
+  // Makes the rows of positions [0, end) ready for cfg (computing those not yet there; a
+  // different cfg starts over), end <= kMaxPositions. Not thread-safe: call it before
+  // threads read rows.
+  void reserve(const RopeConfig& cfg, int32_t end);
+
+  // What rope_cos_sin(cfg, pos) writes, pos in [0, end) of the last reserve.
+  const float* row(int32_t pos) const {
+    return rows_.data() + static_cast<size_t>(pos) * static_cast<size_t>(cfg_.n_rot);
+  }
+
+ private:
+  RopeConfig cfg_;
+  int32_t n_ = 0;
+  std::vector<float> rows_;
+};
+
+}  // namespace tokamak::cpu

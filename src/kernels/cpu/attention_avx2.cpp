@@ -13,13 +13,9 @@
 namespace tokamak::cpu::avx2 {
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(gate + i);
-    const __m256 e = exp_ggml(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
   for (; i < n; ++i) out[i] = (gate[i] / (1.0f + std::exp(-gate[i]))) * up[i];
 }

@@ -1,6 +1,10 @@
 #pragma once
-// Small AVX2 + FMA + F16C helpers shared by the *_avx2.cpp kernel files (and the AVX-512 one).
+// Small AVX2 + FMA + F16C helpers shared by the *_avx2.cpp kernel files and the AVX-512 ones.
 // Include only from files compiled with those flags.
+//
+// The helpers have internal linkage (an unnamed namespace): a copy compiled in an AVX-512 file
+// may carry AVX-512 encodings, and with external linkage the linker could hand that copy to
+// the AVX2 path and crash an AVX2-only CPU. Each file keeps its own.
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "simd_avx2.h needs -mavx2 -mfma -mf16c (include it from *_avx2.cpp / *_avx512.cpp only)"
@@ -11,6 +15,7 @@
 #include <cstdint>
 
 namespace tokamak::cpu::avx2 {
+namespace {
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -95,6 +100,16 @@ inline __m256 exp_ggml(__m256 x) {
   const __m256 wide = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
   return _mm256_blendv_ps(_mm256_blendv_ps(normal, wide, c), _mm256_mul_ps(s1, s1), d);
 }
+
+// silu(gate) * up in 8 lanes, as silu_mul computes each whole group of 8 (ggml's rounding,
+// ggml_math.h).
+inline __m256 silu_mul8(__m256 gate, __m256 up) {
+  const __m256 e = exp_ggml(_mm256_sub_ps(_mm256_setzero_ps(), gate));
+  const __m256 silu = _mm256_div_ps(gate, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  return _mm256_mul_ps(silu, up);
+}
+
+}  // namespace
 
 // ggml-exact silu * up and attention (attention_avx2.cpp): see ggml_math.h, attention.h.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -110,9 +110,17 @@ void prepare_activations(const PackedMatmulArgs& a, int64_t nb, ActBlock* out) {
       } else {
         ab.s = 0.0f;
       }
-      int32_t sum = 0;
-      for (int e = 0; e < kQK; ++e) sum += x[i].qs[e];
-      ab.bias = -T::kBias * sum;
+      if constexpr (T::kBias != 0) {
+        int32_t sum = 0;
+        if (a.x_sums != nullptr) {
+          sum = a.x_sums[c * nb + i];
+        } else {
+          for (int e = 0; e < kQK; ++e) sum += x[i].qs[e];
+        }
+        ab.bias = -T::kBias * sum;
+      } else {
+        ab.bias = 0;
+      }
     }
   }
 }

@@ -66,6 +66,24 @@ DType unpacked_dtype(DType packed) {
   }
 }
 
+bool packed_uses_x_sums(DType packed) {
+  return packed == DType::Q4_0_X8 || packed == DType::Q8_0_X8;
+}
+
+void activation_block_sums(const void* xq, size_t xq_stride, int64_t k, int64_t r0, int64_t r1,
+                           int32_t* sums) {
+  const int64_t nb = k / kQK;
+  for (int64_t c = r0; c < r1; ++c) {
+    const auto* x = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(xq) +
+                                                        static_cast<size_t>(c) * xq_stride);
+    for (int64_t i = 0; i < nb; ++i) {
+      int32_t sum = 0;
+      for (int e = 0; e < kQK; ++e) sum += x[i].qs[e];
+      sums[c * nb + i] = sum;
+    }
+  }
+}
+
 size_t packed_bytes(DType base, int64_t n, int64_t k) {
   const int64_t groups = (n + kPackRows - 1) / kPackRows;
   return static_cast<size_t>(groups) * kPackRows * row_bytes(base, k);

@@ -110,7 +110,20 @@ struct PackedMatmulArgs {
   int64_t y_origin = 0;  // the weight row written to y's column 0
   PackedEpilogue epilogue = PackedEpilogue::Store;
   SiluMulFn silu_mul = nullptr;  // for PackedEpilogue::SiluMul
+  // Optional, for the types packed_uses_x_sums names: each activation block's sum of quants
+  // (activation_block_sums), else the kernel sums them itself, in every call.
+  const int32_t* x_sums = nullptr;
 };
+
+// Whether the kernels of a packed type start each block's integer sum from the activation
+// quants' sum (Q4_0 and Q8_0: their weights are stored with an offset, packed_weights.h).
+bool packed_uses_x_sums(DType packed);
+
+// sums[c * (k / 32) + i] = the sum of block i's 32 quants of activation row c, rows [r0, r1)
+// of xq (Q8_0 blocks, rows xq_stride bytes apart). Computed once, they spare every kernel
+// call of a matmul split among threads (and among stacked outputs) its own pass over them.
+void activation_block_sums(const void* xq, size_t xq_stride, int64_t k, int64_t r0, int64_t r1,
+                           int32_t* sums);
 using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
 
 // The scalar reference of the arithmetic above (what the SIMD kernels are tested against).

@@ -4,12 +4,12 @@
 // all the rows, and a group's results are stored with one instruction.
 //
 // Two tile shapes. With several activation rows (prefill, batched decode) two groups run side
-// by side in 16-lane registers (group_pair_tile), 8 (Q4_1: 6) activation rows a tile: Zen 4
+// by side in 16-lane registers (Lanes16), 8 (Q4_1: 6) activation rows a tile: Zen 4
 // runs a 512-bit op at half the rate of a 256-bit one, so the arithmetic rate is the same, but
 // it issues as one macro-op, and the 8-lane form was bound by how many it could issue (~0.5 of
 // the vpdpbusd peak with every operand in L1; the pairs reach 0.65-0.75). A single activation
 // row (a decode step, which streams the weights from memory) and a lone last group run in
-// 8-lane registers (group_tile), four activation rows a tile.
+// 8-lane registers (Lanes8), four activation rows a tile.
 //
 // The 4-bit high nibbles are not shifted down: (byte & 0xf0) is 16 * q, so those products
 // go to their own integer sum, shifted right by 4 once per block (exact: a multiple of 16).
@@ -45,27 +45,74 @@ inline float half_to_float(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
-// Four activation quants as one int32, broadcast to 8 lanes (folded into vpdpbusd's memory
-// operand by the compiler).
-inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// acc + w . (four activation quants at p, broadcast to 16 lanes), the broadcast folded into
-// vpdpbusd's memory operand: GCC 12 emits a separate vpbroadcastd for the intrinsics, one
-// more macro-op per vpdpbusd in a loop whose limit is how many it can issue.
-inline __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* p) {
-  asm("vpdpbusd %2%{1to16%}, %1, %0"
-      : "+v"(acc)
-      : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
-
 inline __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
+
+inline __m128i load16(const uint16_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// The two register widths of a tile: a lane per weight row of one group (Lanes8), or of two
+// groups side by side (Lanes16: lanes 0-7 group a's rows, 8-15 group b's). The tile code is
+// one (tile below); only loads and the vpdpbusd form differ. The vpdpbusd takes its four
+// activation quants broadcast straight from memory: GCC 12 emits a separate vpbroadcastd for
+// the intrinsics, one more macro-op per vpdpbusd in a loop whose limit is how many it issues.
+struct Lanes8 {
+  using F = __m256;
+  using I = __m256i;
+  static constexpr bool kPair = false;
+  static I quants(const uint8_t* a, const uint8_t*) { return load32(a); }
+  static F halves(const uint16_t* a, const uint16_t*) { return _mm256_cvtph_ps(load16(a)); }
+  static I dpbusd(I acc, I w, const int8_t* p) {
+    asm("vpdpbusd %2%{1to8%}, %1, %0"
+        : "+v"(acc)
+        : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+  }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I zero_i() { return _mm256_setzero_si256(); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static I bytes(char v) { return _mm256_set1_epi8(v); }
+  static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
+  static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I srai4(I a) { return _mm256_srai_epi32(a, 4); }
+  static F to_f(I a) { return _mm256_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+};
+struct Lanes16 {
+  using F = __m512;
+  using I = __m512i;
+  static constexpr bool kPair = true;
+  static I quants(const uint8_t* a, const uint8_t* b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load32(a)), load32(b), 1);
+  }
+  static F halves(const uint16_t* a, const uint16_t* b) {
+    return _mm512_cvtph_ps(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(load16(a)), load16(b), 1));
+  }
+  static I dpbusd(I acc, I w, const int8_t* p) {
+    asm("vpdpbusd %2%{1to16%}, %1, %0"
+        : "+v"(acc)
+        : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+  }
+  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I zero_i() { return _mm512_setzero_si512(); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1f(float v) { return _mm512_set1_ps(v); }
+  static I bytes(char v) { return _mm512_set1_epi8(v); }
+  static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
+  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I srai4(I a) { return _mm512_srai_epi32(a, 4); }
+  static F to_f(I a) { return _mm512_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+};
 
 // A policy per packed type: W and X the weight and activation blocks, kMins for Q4_1's min
 // term, kBias: the integer sum of a block starts at -kBias * sum(activation quants) (weights
@@ -132,152 +179,77 @@ void prepare_activations(const PackedMatmulArgs& a, int64_t nb, ActBlock* out) {
 // ~0.9 of the two-thread read ceiling (kernels bench, medians of 5; 1 KiB and 2 KiB in between).
 constexpr int kPrefetchBytes = 4096;
 
-// Activation rows x[0..R) against one group's blocks wb[0..nb): out[c] holds the eight rows.
-template <typename T, int R>
-inline void group_tile(const typename T::W* wb, int64_t nb, const typename T::X* const* x,
-                       const ActBlock* const* act, __m256* out) {
-  __m256 acc[R];
-  __m256 mins[R];
-#pragma GCC unroll 4
-  for (int c = 0; c < R; ++c) {
-    acc[c] = _mm256_setzero_ps();
-    mins[c] = _mm256_setzero_ps();
-  }
-  const __m256i low = _mm256_set1_epi8(0x0f);
-  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
-  for (int64_t i = 0; i < nb; ++i) {
-    const auto& b = wb[i];
-    // A block is 144-272 bytes: every cache line of the one kPrefetchBytes ahead.
-    const char* ahead = reinterpret_cast<const char*>(&b) + kPrefetchBytes;
-    for (size_t line = 0; line < sizeof(b); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    __m256i q[8];
-    if constexpr (T::kNibbles) {
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        const __m256i raw = load32(b.qs + 32 * s);
-        q[2 * s] = _mm256_and_si256(raw, low);       // elements 8s .. 8s+3
-        q[2 * s + 1] = _mm256_and_si256(raw, high);  // 16 x elements 8s+4 .. 8s+7
-      }
-    } else {
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) q[s] = load32(b.qs + 32 * s);
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
-    __m256 mw = _mm256_setzero_ps();
-    if constexpr (T::kMins) {
-      mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.m)));
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < R; ++c) {
-      const int8_t* xq = x[c][i].qs;
-      const ActBlock& ab = act[c][i];
-      __m256i p0 = T::kBias != 0 ? _mm256_set1_epi32(ab.bias) : _mm256_setzero_si256();
-      __m256i p1 = _mm256_setzero_si256();
-      __m256i p;
-      if constexpr (T::kNibbles) {
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {
-          p0 = _mm256_dpbusd_epi32(p0, q[2 * s], broadcast4(xq + 8 * s));
-          p1 = _mm256_dpbusd_epi32(p1, q[2 * s + 1], broadcast4(xq + 8 * s + 4));
-        }
-        p = _mm256_add_epi32(p0, _mm256_srai_epi32(p1, 4));
-      } else {
-#pragma GCC unroll 4
-        for (int s = 0; s < 8; s += 2) {
-          p0 = _mm256_dpbusd_epi32(p0, q[s], broadcast4(xq + 4 * s));
-          p1 = _mm256_dpbusd_epi32(p1, q[s + 1], broadcast4(xq + 4 * s + 4));
-        }
-        p = _mm256_add_epi32(p0, p1);
-      }
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
-      acc[c] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[c]);
-      if constexpr (T::kMins) mins[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ab.s), mins[c]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < R; ++c) out[c] = T::kMins ? _mm256_add_ps(acc[c], mins[c]) : acc[c];
-}
-
-// Two groups side by side in 16-lane registers: lanes 0-7 are group wa's rows, 8-15 group
-// wb's (the next group, or a gated pair's up group). Each lane's arithmetic is group_tile's,
-// so results are bitwise the same, but one instruction now does the work of two: Zen 4 issues
-// a 512-bit op as one macro-op (run on both 256-bit halves), and group_tile's ~22 macro-ops
-// per activation row and block for 8 vpdpbusd kept its dispatch, not the dot-product units,
-// the limit (about half the vpdpbusd peak with every operand in L1).
-template <typename T, int R>
-inline void group_pair_tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
-                            const typename T::X* const* x, const ActBlock* const* act,
-                            __m512* out) {
-  __m512 acc[R];
-  __m512 mins[R];
+// Activation rows x[0..R) against the blocks wa[0..nb) of one group (Lanes8) or of wa's and
+// wb's groups side by side (Lanes16): out[c] holds row c's results, a lane per weight row.
+// A lane's arithmetic is the same in either width, so results are too.
+template <typename T, typename L, int R>
+inline void tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
+                 const typename T::X* const* x, const ActBlock* const* act, typename L::F* out) {
+  using F = typename L::F;
+  using I = typename L::I;
+  F acc[R];
+  F mins[R];
 #pragma GCC unroll 8
   for (int c = 0; c < R; ++c) {
-    acc[c] = _mm512_setzero_ps();
-    mins[c] = _mm512_setzero_ps();
+    acc[c] = L::zero();
+    mins[c] = L::zero();
   }
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const auto load_pair = [](const uint8_t* lo, const uint8_t* hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load32(lo)), load32(hi), 1);
-  };
-  const auto halves_pair = [](const uint16_t* lo, const uint16_t* hi) {
-    const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(l), h, 1));
-  };
+  const I low = L::bytes(0x0f);
+  const I high = L::bytes(static_cast<char>(0xf0));
   for (int64_t i = 0; i < nb; ++i) {
     const auto& ba = wa[i];
-    const auto& bb = wb[i];
+    const auto& bb = L::kPair ? wb[i] : wa[i];
+    // A block is 144-272 bytes: every cache line of the one kPrefetchBytes ahead.
     const char* ahead_a = reinterpret_cast<const char*>(&ba) + kPrefetchBytes;
     const char* ahead_b = reinterpret_cast<const char*>(&bb) + kPrefetchBytes;
     for (size_t line = 0; line < sizeof(ba); line += 64) {
       _mm_prefetch(ahead_a + line, _MM_HINT_T0);
-      _mm_prefetch(ahead_b + line, _MM_HINT_T0);
+      if constexpr (L::kPair) _mm_prefetch(ahead_b + line, _MM_HINT_T0);
     }
-    __m512i q[8];
+    I q[8];
     if constexpr (T::kNibbles) {
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
-        const __m512i raw = load_pair(ba.qs + 32 * s, bb.qs + 32 * s);
-        q[2 * s] = _mm512_and_si512(raw, low);
-        q[2 * s + 1] = _mm512_and_si512(raw, high);
+        const I raw = L::quants(ba.qs + 32 * s, bb.qs + 32 * s);
+        q[2 * s] = L::and_i(raw, low);       // elements 8s .. 8s+3
+        q[2 * s + 1] = L::and_i(raw, high);  // 16 x elements 8s+4 .. 8s+7
       }
     } else {
 #pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) q[s] = load_pair(ba.qs + 32 * s, bb.qs + 32 * s);
+      for (int s = 0; s < 8; ++s) q[s] = L::quants(ba.qs + 32 * s, bb.qs + 32 * s);
     }
-    const __m512 dw = halves_pair(ba.d, bb.d);
-    __m512 mw = _mm512_setzero_ps();
-    if constexpr (T::kMins) mw = halves_pair(ba.m, bb.m);
+    const F dw = L::halves(ba.d, bb.d);
+    F mw = L::zero();
+    if constexpr (T::kMins) mw = L::halves(ba.m, bb.m);
 #pragma GCC unroll 8
     for (int c = 0; c < R; ++c) {
       const int8_t* xq = x[c][i].qs;
       const ActBlock& ab = act[c][i];
-      __m512i p0 = T::kBias != 0 ? _mm512_set1_epi32(ab.bias) : _mm512_setzero_si512();
-      __m512i p1 = _mm512_setzero_si512();
-      __m512i p;
+      I p0 = T::kBias != 0 ? L::set1(ab.bias) : L::zero_i();
+      I p1 = L::zero_i();
+      I p;
       if constexpr (T::kNibbles) {
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {
-          p0 = dpbusd_broadcast(p0, q[2 * s], xq + 8 * s);
-          p1 = dpbusd_broadcast(p1, q[2 * s + 1], xq + 8 * s + 4);
+          p0 = L::dpbusd(p0, q[2 * s], xq + 8 * s);
+          p1 = L::dpbusd(p1, q[2 * s + 1], xq + 8 * s + 4);
         }
-        p = _mm512_add_epi32(p0, _mm512_srai_epi32(p1, 4));
+        p = L::add_i(p0, L::srai4(p1));
       } else {
 #pragma GCC unroll 4
         for (int s = 0; s < 8; s += 2) {
-          p0 = dpbusd_broadcast(p0, q[s], xq + 4 * s);
-          p1 = dpbusd_broadcast(p1, q[s + 1], xq + 4 * s + 4);
+          p0 = L::dpbusd(p0, q[s], xq + 4 * s);
+          p1 = L::dpbusd(p1, q[s + 1], xq + 4 * s + 4);
         }
-        p = _mm512_add_epi32(p0, p1);
+        p = L::add_i(p0, p1);
       }
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d));
-      acc[c] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[c]);
-      if constexpr (T::kMins) mins[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.s), mins[c]);
+      const F scale = L::mul(dw, L::set1f(ab.d));
+      acc[c] = L::fma(scale, L::to_f(p), acc[c]);
+      if constexpr (T::kMins) mins[c] = L::fma(mw, L::set1f(ab.s), mins[c]);
     }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < R; ++c) out[c] = T::kMins ? _mm512_add_ps(acc[c], mins[c]) : acc[c];
+  for (int c = 0; c < R; ++c) out[c] = T::kMins ? L::add(acc[c], mins[c]) : acc[c];
 }
 
 // Activation rows of an 8-lane tile: four, 8 + 4 + 8 + a few of the 32 registers.
@@ -347,7 +319,7 @@ void packed_matmul(const PackedMatmulArgs& a) {
           store(dst, v, rows);
         }
       };
-      const auto tile = [&]<int R>(int64_t c) {
+      const auto run_tile = [&]<int R>(int64_t c) {
         const X* xs[R];
         const ActBlock* as[R];
         for (int t = 0; t < R; ++t) {
@@ -355,29 +327,29 @@ void packed_matmul(const PackedMatmulArgs& a) {
           as[t] = acts.data() + (c + t) * nb;
         }
         __m512 out[R];
-        group_pair_tile<T, R>(wb, wb + nb, nb, xs, as, out);
+        tile<T, Lanes16, R>(wb, wb + nb, nb, xs, as, out);
         for (int t = 0; t < R; ++t) finish(c + t, out[t]);
       };
       int64_t c = 0;
       for (; c + T::kPairTileRows <= a.m; c += T::kPairTileRows) {
-        tile.template operator()<T::kPairTileRows>(c);
+        run_tile.template operator()<T::kPairTileRows>(c);
       }
       // What is left of m, fewer than kPairTileRows rows, as at most three tiles.
       if (c + 4 <= a.m && T::kPairTileRows > 4) {
-        tile.template operator()<4>(c);
+        run_tile.template operator()<4>(c);
         c += 4;
       }
       if (c + 2 <= a.m) {
-        tile.template operator()<2>(c);
+        run_tile.template operator()<2>(c);
         c += 2;
       }
-      if (c < a.m) tile.template operator()<1>(c);
+      if (c < a.m) run_tile.template operator()<1>(c);
       g += gated ? 1 : 2;
       continue;
     }
     // 8 lanes: a lone group, or a gated pair's gate then its up group.
     const int64_t rows = a.n - j0 < kPackRows ? a.n - j0 : kPackRows;
-    const auto tile = [&]<int R>(int64_t c) {
+    const auto run_tile = [&]<int R>(int64_t c) {
       const X* xs[R];
       const ActBlock* as[R];
       for (int t = 0; t < R; ++t) {
@@ -386,8 +358,8 @@ void packed_matmul(const PackedMatmulArgs& a) {
       }
       __m256 out[R];
       __m256 up[R];
-      group_tile<T, R>(wb, nb, xs, as, out);
-      if (gated) group_tile<T, R>(wb + nb, nb, xs, as, up);
+      tile<T, Lanes8, R>(wb, nullptr, nb, xs, as, out);
+      if (gated) tile<T, Lanes8, R>(wb + nb, nullptr, nb, xs, as, up);
       for (int t = 0; t < R; ++t) {
         float* dst = y0 + (c + t) * a.y_stride;
         if (gated) {
@@ -398,8 +370,8 @@ void packed_matmul(const PackedMatmulArgs& a) {
       }
     };
     int64_t c = 0;
-    for (; c + kTileRows <= a.m; c += kTileRows) tile.template operator()<kTileRows>(c);
-    for (; c < a.m; ++c) tile.template operator()<1>(c);
+    for (; c + kTileRows <= a.m; c += kTileRows) run_tile.template operator()<kTileRows>(c);
+    for (; c < a.m; ++c) run_tile.template operator()<1>(c);
     ++g;
   }
 }

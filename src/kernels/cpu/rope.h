@@ -26,6 +26,10 @@ void rope_cos_sin(const RopeConfig& cfg, int32_t pos, float* cos_sin);
 // bits: each output is one fma of two exact products' operands, the same in any width.
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int32_t n_rot, const float* cos_sin);
 
+// One head's dims [from, to) (even bounds) rotated in place, scalar: rope_apply's loop, and
+// the SIMD forms' tail.
+void rope_rotate_pairs(float* v, int32_t from, int32_t to, const float* cos_sin);
+
 namespace avx2 {
 // The same with AVX2 + FMA, four pairs a step. Built without FMA, the scalar std::fma is a
 // libm call: RoPE on the queries of a 32-sequence decode step of the default model took

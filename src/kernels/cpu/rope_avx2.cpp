@@ -6,8 +6,6 @@
 
 #include <immintrin.h>
 
-#include <cmath>
-
 #include "kernels/cpu/rope.h"
 
 namespace tokamak::cpu::avx2 {
@@ -25,14 +23,7 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int32_t n_rot, cons
       const __m256 rest = _mm256_mul_ps(_mm256_movehdup_ps(xv), sc);              // x1 * ..
       _mm256_storeu_ps(v + i, _mm256_fmadd_ps(_mm256_moveldup_ps(xv), cs, rest));
     }
-    for (; i < n_rot; i += 2) {
-      const float c = cos_sin[i];
-      const float s = cos_sin[i + 1];
-      const float x0 = v[i];
-      const float x1 = v[i + 1];
-      v[i] = std::fma(x0, c, -(x1 * s));
-      v[i + 1] = std::fma(x0, s, x1 * c);
-    }
+    rope_rotate_pairs(v, i, n_rot, cos_sin);
   }
 }
 

@@ -268,6 +268,13 @@ void packed_matmul(const PackedMatmulArgs& a) {
     return reinterpret_cast<const X*>(static_cast<const uint8_t*>(a.xq) +
                                       static_cast<size_t>(c) * a.xq_stride);
   };
+  // The activation rows [c, c + R) of a tile and their blocks' scales and sums.
+  const auto tile_rows = [&]<int R>(int64_t c, const X* (&xs)[R], const ActBlock* (&as)[R]) {
+    for (int t = 0; t < R; ++t) {
+      xs[t] = x_row(c + t);
+      as[t] = acts.data() + (c + t) * nb;
+    }
+  };
   const auto* w = static_cast<const W*>(a.w);
   // A gated pair's up group follows its gate group (pack_gated_pairs): the pair runs as one
   // 16-lane tile, gate in the low lanes. Otherwise groups run two at a time, the last one of
@@ -322,10 +329,7 @@ void packed_matmul(const PackedMatmulArgs& a) {
       const auto run_tile = [&]<int R>(int64_t c) {
         const X* xs[R];
         const ActBlock* as[R];
-        for (int t = 0; t < R; ++t) {
-          xs[t] = x_row(c + t);
-          as[t] = acts.data() + (c + t) * nb;
-        }
+        tile_rows(c, xs, as);
         __m512 out[R];
         tile<T, Lanes16, R>(wb, wb + nb, nb, xs, as, out);
         for (int t = 0; t < R; ++t) finish(c + t, out[t]);
@@ -352,10 +356,7 @@ void packed_matmul(const PackedMatmulArgs& a) {
     const auto run_tile = [&]<int R>(int64_t c) {
       const X* xs[R];
       const ActBlock* as[R];
-      for (int t = 0; t < R; ++t) {
-        xs[t] = x_row(c + t);
-        as[t] = acts.data() + (c + t) * nb;
-      }
+      tile_rows(c, xs, as);
       __m256 out[R];
       __m256 up[R];
       tile<T, Lanes8, R>(wb, nullptr, nb, xs, as, out);

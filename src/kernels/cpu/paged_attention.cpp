@@ -102,7 +102,6 @@ void paged_attention_span(const KernelTable& kt, const PagedAttentionArgs& a, in
 }
 
 void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
-  check_args(a);
   // The merged state of the spans so far, and the span being computed.
   float m[2][kMaxGroup];
   float l[2][kMaxGroup];
@@ -110,8 +109,7 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
   const PagedPartial parts[2] = {{m[0], l[0], acc[0]}, {m[1], l[1], acc[1]}};
   const int64_t n = paged_spans(a.n_kv);
   for (int64_t s = 0; s < n; ++s) {
-    const int64_t begin = s * kPagedSpan;
-    kt.paged_attention_span(a, begin, std::min(a.n_kv, begin + kPagedSpan), parts[s == 0 ? 0 : 1]);
+    paged_attention_span(kt, a, s, parts[s == 0 ? 0 : 1]);
     if (s > 0) paged_merge(parts[0], parts[1], a.n_group, a.head_dim_v);
   }
   paged_finish(a, parts, 1);

@@ -23,7 +23,8 @@ void rope_cos_sin(const RopeConfig& cfg, int32_t pos, float* cos_sin);
 
 // Rotates n_heads heads of head_dim floats each (head h at x + h * head_dim) in place. The
 // scalar form; kernel tables hold the ISA's (KernelTable::rope_apply), which gives the same
-// bits: each output is one fma of two exact products' operands, the same in any width.
+// bits: each output is one fma of the same operands plus the same rounded product, in any
+// width.
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int32_t n_rot, const float* cos_sin);
 
 // One head's dims [from, to) (even bounds) rotated in place, scalar: rope_apply's loop, and

@@ -197,15 +197,11 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
   const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
   const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
   assert(kernel != nullptr);
-  // The activation blocks' sums, once for all the kernel calls below.
-  const int32_t* x_sums = nullptr;
-  if (cpu::packed_uses_x_sums(wr.dtype)) {
-    x_sums_.resize(static_cast<size_t>(m * (k / cpu::kQK)));
-    for_rows(m, k, [&](int64_t r0, int64_t r1) {
-      cpu::activation_block_sums(xq, xq_stride, k, r0, r1, x_sums_.data());
-    });
-    x_sums = x_sums_.data();
-  }
+  // The activation blocks' terms, once for all the kernel calls below.
+  x_blocks_.resize(static_cast<size_t>(m * (k / cpu::kQK)));
+  for_rows(m, k, [&](int64_t r0, int64_t r1) {
+    cpu::packed_activation_blocks(wr.dtype, xq, xq_stride, k, r0, r1, x_blocks_.data());
+  });
 
   // Each output's first row in the stack. All but the last fill whole groups
   // (prepare_stacked); the last may end in a partial group (one prepare_weight tensor).
@@ -229,7 +225,7 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
                                  yr.stride / static_cast<int64_t>(sizeof(float)), first_row[i]};
       args.epilogue = epilogue;
       args.silu_mul = kt_.silu_mul;
-      args.x_sums = x_sums;
+      args.x_blocks = x_blocks_.data();
       kernel(args);
     }
   };

@@ -94,7 +94,7 @@ class CpuOps final : public Ops {
   cpu::RopeTable rope_table_;
   // paged_attention's split-K scratch: item i's spans are span items [span_first_[i],
   // span_first_[i + 1]), whose states span_states_ holds.
-  std::vector<int32_t> x_sums_;  // packed_matmul's activation block sums
+  std::vector<cpu::PackedActBlock> x_blocks_;  // packed_matmul's activation block terms
   std::vector<int64_t> span_first_;
   std::vector<float> span_states_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul

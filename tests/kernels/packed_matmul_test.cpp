@@ -128,17 +128,16 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
               ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
                   << nt.name << " " << dtype_name(packed) << " n=" << n << " blocks=" << blocks
                   << " m=" << m << " g0=" << g0;
-              if (!packed_uses_x_sums(packed)) continue;
-              // The activation sums handed in, as CpuOps does: the same bits.
-              std::vector<int32_t> sums(static_cast<size_t>(m * blocks));
-              activation_block_sums(x.data(), xs, k, 0, m, sums.data());
-              std::vector<float> with_sums(got.size(), untouched);
-              PackedMatmulArgs args_sums = args_got;
-              args_sums.y = with_sums.data();
-              args_sums.x_sums = sums.data();
-              kernel(args_sums);
-              ASSERT_EQ(std::memcmp(with_sums.data(), want.data(), got.size() * sizeof(float)), 0)
-                  << nt.name << " " << dtype_name(packed) << " with sums, n=" << n
+              // The activation blocks' terms handed in, as CpuOps does: the same bits.
+              std::vector<PackedActBlock> terms(static_cast<size_t>(m * blocks));
+              packed_activation_blocks(packed, x.data(), xs, k, 0, m, terms.data());
+              std::vector<float> with_terms(got.size(), untouched);
+              PackedMatmulArgs args_terms = args_got;
+              args_terms.y = with_terms.data();
+              args_terms.x_blocks = terms.data();
+              kernel(args_terms);
+              ASSERT_EQ(std::memcmp(with_terms.data(), want.data(), got.size() * sizeof(float)), 0)
+                  << nt.name << " " << dtype_name(packed) << " with block terms, n=" << n
                   << " blocks=" << blocks << " m=" << m << " g0=" << g0;
             }
           }

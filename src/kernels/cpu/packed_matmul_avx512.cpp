@@ -34,16 +34,7 @@
 namespace tokamak::cpu::avx512 {
 namespace {
 
-// What each (activation row, block) contributes besides its quants, formed once per call.
-struct ActBlock {
-  float d;       // scale
-  float s;       // Q8_1's d * sum(q) (Q4_1's min term), else 0
-  int32_t bias;  // where the integer sum starts: -kBias * sum(q)
-};
-
-inline float half_to_float(uint16_t h) {
-  return _cvtsh_ss(h);
-}
+using ActBlock = PackedActBlock;
 
 inline __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -120,6 +111,7 @@ struct Lanes16 {
 // activation rows of a 16-lane tile (Q4_1's min accumulators leave room for 6; 4, 6 and 8
 // timed for each type on 576- to 8192-wide shapes, the best kept).
 struct Q4_0Policy {
+  static constexpr DType kPacked = DType::Q4_0_X8;
   using W = block_q4_0x8;
   using X = block_q8_0;
   static constexpr bool kMins = false;
@@ -128,6 +120,7 @@ struct Q4_0Policy {
   static constexpr int kPairTileRows = 8;
 };
 struct Q4_1Policy {
+  static constexpr DType kPacked = DType::Q4_1_X8;
   using W = block_q4_1x8;
   using X = block_q8_1;
   static constexpr bool kMins = true;
@@ -136,6 +129,7 @@ struct Q4_1Policy {
   static constexpr int kPairTileRows = 6;
 };
 struct Q8_0Policy {
+  static constexpr DType kPacked = DType::Q8_0_X8;
   using W = block_q8_0x8;
   using X = block_q8_0;
   static constexpr bool kMins = false;
@@ -143,34 +137,6 @@ struct Q8_0Policy {
   static constexpr bool kNibbles = false;
   static constexpr int kPairTileRows = 8;
 };
-
-template <typename T>
-void prepare_activations(const PackedMatmulArgs& a, int64_t nb, ActBlock* out) {
-  for (int64_t c = 0; c < a.m; ++c) {
-    const auto* x = reinterpret_cast<const typename T::X*>(static_cast<const uint8_t*>(a.xq) +
-                                                           static_cast<size_t>(c) * a.xq_stride);
-    for (int64_t i = 0; i < nb; ++i) {
-      ActBlock& ab = out[c * nb + i];
-      ab.d = half_to_float(x[i].d);
-      if constexpr (T::kMins) {
-        ab.s = half_to_float(x[i].s);
-      } else {
-        ab.s = 0.0f;
-      }
-      if constexpr (T::kBias != 0) {
-        int32_t sum = 0;
-        if (a.x_sums != nullptr) {
-          sum = a.x_sums[c * nb + i];
-        } else {
-          for (int e = 0; e < kQK; ++e) sum += x[i].qs[e];
-        }
-        ab.bias = -T::kBias * sum;
-      } else {
-        ab.bias = 0;
-      }
-    }
-  }
-}
 
 // How far ahead of the block in use the weights are prefetched (a group's blocks are
 // contiguous, and so are the groups of a thread's share). A decode step streams each weight
@@ -261,9 +227,14 @@ void packed_matmul(const PackedMatmulArgs& a) {
   using X = typename T::X;
   assert(a.k % kQK == 0);
   const int64_t nb = a.k / kQK;
-  thread_local std::vector<ActBlock> acts;
-  acts.resize(static_cast<size_t>(a.m * nb));
-  prepare_activations<T>(a, nb, acts.data());
+  // The blocks' terms, formed here unless the caller formed them once for all its calls.
+  const ActBlock* acts = a.x_blocks;
+  if (acts == nullptr) {
+    thread_local std::vector<ActBlock> own;
+    own.resize(static_cast<size_t>(a.m * nb));
+    packed_activation_blocks(T::kPacked, a.xq, a.xq_stride, a.k, 0, a.m, own.data());
+    acts = own.data();
+  }
   const auto x_row = [&](int64_t c) {
     return reinterpret_cast<const X*>(static_cast<const uint8_t*>(a.xq) +
                                       static_cast<size_t>(c) * a.xq_stride);
@@ -272,7 +243,7 @@ void packed_matmul(const PackedMatmulArgs& a) {
   const auto tile_rows = [&]<int R>(int64_t c, const X* (&xs)[R], const ActBlock* (&as)[R]) {
     for (int t = 0; t < R; ++t) {
       xs[t] = x_row(c + t);
-      as[t] = acts.data() + (c + t) * nb;
+      as[t] = acts + (c + t) * nb;
     }
   };
   const auto* w = static_cast<const W*>(a.w);

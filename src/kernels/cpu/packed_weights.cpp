@@ -66,20 +66,24 @@ DType unpacked_dtype(DType packed) {
   }
 }
 
-bool packed_uses_x_sums(DType packed) {
-  return packed == DType::Q4_0_X8 || packed == DType::Q8_0_X8;
-}
-
-void activation_block_sums(const void* xq, size_t xq_stride, int64_t k, int64_t r0, int64_t r1,
-                           int32_t* sums) {
+void packed_activation_blocks(DType packed, const void* xq, size_t xq_stride, int64_t k,
+                              int64_t r0, int64_t r1, PackedActBlock* out) {
   const int64_t nb = k / kQK;
+  const auto* base = static_cast<const uint8_t*>(xq);
   for (int64_t c = r0; c < r1; ++c) {
-    const auto* x = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(xq) +
-                                                        static_cast<size_t>(c) * xq_stride);
+    PackedActBlock* row = out + c * nb;
+    if (packed == DType::Q4_1_X8) {
+      const auto* x = reinterpret_cast<const block_q8_1*>(base + static_cast<size_t>(c) * xq_stride);
+      for (int64_t i = 0; i < nb; ++i) row[i] = {fp16_to_f32(x[i].d), fp16_to_f32(x[i].s), 0};
+      continue;
+    }
+    assert(packed == DType::Q4_0_X8 || packed == DType::Q8_0_X8);
+    const int32_t offset = packed == DType::Q4_0_X8 ? 8 : 128;
+    const auto* x = reinterpret_cast<const block_q8_0*>(base + static_cast<size_t>(c) * xq_stride);
     for (int64_t i = 0; i < nb; ++i) {
       int32_t sum = 0;
       for (int e = 0; e < kQK; ++e) sum += x[i].qs[e];
-      sums[c * nb + i] = sum;
+      row[i] = {fp16_to_f32(x[i].d), 0.0f, -offset * sum};
     }
   }
 }

@@ -91,6 +91,17 @@ void pack_gated_pairs(DType base, const void* gate, const void* up, size_t w_str
 enum class PackedEpilogue : uint8_t { Store, Add, SiluMul };
 using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 
+// What an activation block (row c, block i) adds to a packed matmul besides its quants:
+//   d     its scale, as F32
+//   s     Q8_1's d * sum(q) as F32 (Q4_1's min term); 0 for the other types
+//   bias  -offset * sum(q), where the block's integer sum starts: the weights of Q4_0 and
+//         Q8_0 are stored unsigned, offset by 8 and 128 (pack_groups); 0 for Q4_1
+struct PackedActBlock {
+  float d;
+  float s;
+  int32_t bias;
+};
+
 // One call of a packed matmul: y[c * y_stride + j - y_origin] for activation rows c in [0, m)
 // and weight rows j of groups [g0, g1) (j < n). xq: m activation rows, xq_stride bytes apart,
 // in the encoding of the base type (activation_dtype in matmul.h). y_origin lets a tensor of
@@ -110,20 +121,17 @@ struct PackedMatmulArgs {
   int64_t y_origin = 0;  // the weight row written to y's column 0
   PackedEpilogue epilogue = PackedEpilogue::Store;
   SiluMulFn silu_mul = nullptr;  // for PackedEpilogue::SiluMul
-  // Optional, for the types packed_uses_x_sums names: each activation block's sum of quants
-  // (activation_block_sums), else the kernel sums them itself, in every call.
-  const int32_t* x_sums = nullptr;
+  // Optional: the activation blocks' terms (packed_activation_blocks) for all m rows, else
+  // the kernel forms them itself, in every call.
+  const PackedActBlock* x_blocks = nullptr;
 };
 
-// Whether the kernels of a packed type start each block's integer sum from the activation
-// quants' sum (Q4_0 and Q8_0: their weights are stored with an offset, packed_weights.h).
-bool packed_uses_x_sums(DType packed);
-
-// sums[c * (k / 32) + i] = the sum of block i's 32 quants of activation row c, rows [r0, r1)
-// of xq (Q8_0 blocks, rows xq_stride bytes apart). Computed once, they spare every kernel
-// call of a matmul split among threads (and among stacked outputs) its own pass over them.
-void activation_block_sums(const void* xq, size_t xq_stride, int64_t k, int64_t r0, int64_t r1,
-                           int32_t* sums);
+// out[c * (k / 32) + i] = the terms of block i of activation row c, for rows [r0, r1) of xq
+// (rows xq_stride bytes apart, in the activation encoding of the packed type's base). Formed
+// once per matmul, they spare every kernel call (a matmul is split among threads, four chunks
+// each, and among stacked outputs) its own pass over the activations.
+void packed_activation_blocks(DType packed, const void* xq, size_t xq_stride, int64_t k,
+                              int64_t r0, int64_t r1, PackedActBlock* out);
 using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
 
 // The scalar reference of the arithmetic above (what the SIMD kernels are tested against).

@@ -1,7 +1,8 @@
 // tokamak_kernels_bench: the CPU kernels through the real op front-end (CpuOps over a
 // ThreadPool of 1 and 2 threads), on the shapes of the default model (SmolLM2-135M) and of a
-// 1B llama (Llama-3.2-1B): matmul per weight type as decode GEMV (1 row) and prefill GEMM
-// (128 rows), paged attention of one decode query over 512 / 2k / 8k tokens, rmsnorm, rope.
+// 1B llama (Llama-3.2-1B): matmul per weight type as decode GEMV (1 row), batched decode
+// (32 rows) and prefill GEMM (128 rows), paged attention of one decode query over 512 / 2k /
+// 8k tokens and of a 32-sequence decode step, rmsnorm, rope.
 //
 // Every benchmark reports bytes/s and FLOP/s, each also as a fraction of this machine's
 // ceiling, and on_cpu (bench_context.h lists the counters; bench/README.md explains them).
@@ -146,12 +147,12 @@ struct AttnShape {
 constexpr AttnShape kAttnShapes[] = {{"smol:9q-3kv", 9, 3}, {"1b:32q-8kv", 32, 8}};
 constexpr int32_t kContexts[] = {512, 2048, 8192};
 
-// One decode query (all heads) of one sequence over `ctx` cached tokens in KV dtypes `dtypes`.
-// The pool holds as many sequences' worth of blocks as the footprint needs, in a random block
-// order (a cache that has been in use), and each iteration attends over the next sequence's
-// block table.
+// One decode step of `batch` sequences, one query (all heads) each, over `ctx` cached tokens
+// each, in KV dtypes `dtypes`. The pool holds as many sequences' worth of blocks as the
+// footprint needs, in a random block order (a cache that has been in use), and each iteration
+// attends over the next `batch` sequences' block tables.
 void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtypes, AttnShape shape,
-                        int32_t ctx, int threads) {
+                        int32_t ctx, int32_t batch, int threads) {
   Ops& ops = bc->ops(threads, 1, 1);
   const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
   PagedKVView kv;
@@ -162,7 +163,8 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtyp
   const size_t block_bytes = kv.k_block_stride() + kv.v_block_stride() + kv.k_scale_block_stride() +
                              kv.v_scale_block_stride();
   const size_t seq_bytes = block_bytes * static_cast<size_t>(blocks_per_seq);
-  const size_t n_seqs = std::max<size_t>(1, (bc->footprint() + seq_bytes - 1) / seq_bytes);
+  const size_t n_seqs = std::max<size_t>(static_cast<size_t>(batch),
+                                         (bc->footprint() + seq_bytes - 1) / seq_bytes);
   kv.n_blocks = static_cast<int32_t>(n_seqs) * blocks_per_seq;
 
   // Pools filled by repeating kPattern blocks written by the real encoder from random rows, a
@@ -212,11 +214,11 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtyp
   }
 
   const int64_t q_elems = int64_t{shape.n_head} * kHeadDim;
-  AlignedBuffer<float> q(static_cast<size_t>(q_elems));
-  AlignedBuffer<float> out(static_cast<size_t>(q_elems));
+  AlignedBuffer<float> q(static_cast<size_t>(q_elems * batch));
+  AlignedBuffer<float> out(static_cast<size_t>(q_elems * batch));
   fill_random(q.data(), q.size(), 13);
-  const Tensor qt = Tensor::contiguous(DType::F32, {1, shape.n_head, kHeadDim}, q.data());
-  const Tensor ot = Tensor::contiguous(DType::F32, {1, q_elems}, out.data());
+  const Tensor qt = Tensor::contiguous(DType::F32, {batch, shape.n_head, kHeadDim}, q.data());
+  const Tensor ot = Tensor::contiguous(DType::F32, {batch, q_elems}, out.data());
   AttentionParams p;
   p.n_head = shape.n_head;
   p.n_head_kv = shape.n_head_kv;
@@ -225,15 +227,19 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtyp
 
   size_t seq = 0;
   const OnCpu on_cpu(threads);
+  std::vector<SeqAttention> step(static_cast<size_t>(batch));
   for (auto _ : state) {
-    const SeqAttention sa{0, 1, ctx, blocks.data() + seq * static_cast<size_t>(blocks_per_seq)};
-    ops.paged_attention(qt, kv, {&sa, 1}, p, ot);
+    for (int32_t i = 0; i < batch; ++i) {
+      step[static_cast<size_t>(i)] = {i, 1, ctx,
+                                      blocks.data() + seq * static_cast<size_t>(blocks_per_seq)};
+      seq = seq + 1 == n_seqs ? 0 : seq + 1;
+    }
+    ops.paged_attention(qt, kv, step, p, ot);
     benchmark::ClobberMemory();
-    seq = seq + 1 == n_seqs ? 0 : seq + 1;
   }
   const double kv_bytes = static_cast<double>(block_bytes) * ctx / kBlockSize;
-  set_counters(state, *bc, on_cpu, kv_bytes + 8.0 * q_elems, 4.0 * shape.n_head * ctx * kHeadDim,
-               Arith::Fma, Memory::Dram, threads);
+  set_counters(state, *bc, on_cpu, batch * (kv_bytes + 8.0 * q_elems),
+               4.0 * batch * shape.n_head * ctx * kHeadDim, Arith::Fma, Memory::Dram, threads);
 }
 
 // ---- Row-wise ops (their operands are activations: cache-resident in a forward) -------------
@@ -297,7 +303,7 @@ void register_all(BenchContext* ctx) {
         std::vector<Shape>(std::begin(kLlama1bShapes), std::end(kLlama1bShapes))}) {
     for (DType wtype : kWeightTypes) {
       for (const Shape& shape : shapes) {
-        for (int64_t m : {int64_t{1}, kPrefillRows}) {
+        for (int64_t m : {int64_t{1}, int64_t{32}, kPrefillRows}) {
           for (int t : kThreadCounts) {
             const std::string name = "matmul/" + dtype_label(wtype) + "/m:" + std::to_string(m) +
                                      "/" + shape.name + ":" + std::to_string(shape.n) + "x" +
@@ -314,8 +320,18 @@ void register_all(BenchContext* ctx) {
         const std::string name = std::string("paged_attention/") + shape.name +
                                  "/ctx:" + std::to_string(n_ctx) + "/t:" + std::to_string(t);
         tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16,
-                                          shape, n_ctx, t));
+                                          shape, n_ctx, 1, t));
       }
+    }
+  }
+  // A decode step of a serving batch: 32 sequences of 192 tokens each (the mean context of
+  // 128-in / 128-out requests), every one on its own blocks.
+  for (const AttnShape& shape : kAttnShapes) {
+    for (int t : kThreadCounts) {
+      const std::string name =
+          std::string("paged_attention_batch/") + shape.name + "/32x192/t:" + std::to_string(t);
+      tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16, shape,
+                                        192, 32, t));
     }
   }
   // The other KV dtypes, at one context: the cost of decoding in registers against the bytes
@@ -329,7 +345,7 @@ void register_all(BenchContext* ctx) {
         const std::string name = "paged_attention_kv/" + kv_dtypes_name(dtype) + "/" + shape.name +
                                  "/ctx:2048/t:" + std::to_string(t);
         tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, dtype, shape, 2048,
-                                          t));
+                                          1, t));
       }
     }
   }

@@ -184,9 +184,21 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
     // The sequence of item i0, by a walk over the (few) sequences: no storage per call.
     size_t si = 0;
     int64_t first = 0;  // the first item of seqs[si]
+    // The next item's arguments, made one item ahead so that its first tile can be
+    // prefetched while this item computes (paged_prefetch).
+    size_t next_si = si;
+    int64_t next_first = first;
+    int64_t next_local = 0;
+    cpu::PagedAttentionArgs next = item_args(i0, next_si, next_first, next_local);
     for (int64_t item = i0; item < i1; ++item) {
-      int64_t local = 0;
-      cpu::PagedAttentionArgs a = item_args(item, si, first, local);
+      cpu::PagedAttentionArgs a = next;
+      si = next_si;
+      first = next_first;
+      const int64_t local = next_local;
+      if (item + 1 < i1) {
+        next = item_args(item + 1, next_si, next_first, next_local);
+        cpu::paged_prefetch(next, 0);
+      }
       const SeqAttention& s = seqs[si];
       if (mass_offsets_[si] < 0) {
         cpu::paged_attention(kt_, a);

@@ -69,6 +69,28 @@ void check_args(const PagedAttentionArgs& a) {
 
 }  // namespace
 
+void paged_prefetch(const PagedAttentionArgs& a, int64_t begin) {
+  PagedSegment seg[2];
+  const int32_t n_seg = paged_segments(a, seg);
+  const PagedSegment* sg = &seg[0];
+  if (n_seg == 2 && begin >= seg[1].begin) sg = &seg[1];
+  const auto k_row = static_cast<int64_t>(kv_row_bytes(sg->dtypes.k, a.head_dim_k));
+  const auto v_row = static_cast<int64_t>(kv_row_bytes(sg->dtypes.v, a.head_dim_v));
+  const int64_t end = std::min<int64_t>(sg->end, begin + kPagedTile);
+  int64_t block = (begin - sg->begin) / a.block_size;
+  auto offset = static_cast<int32_t>((begin - sg->begin) % a.block_size);
+  for (int64_t t = begin; t < end; offset = 0, ++block) {
+    // The rest of this block (or of the tile): contiguous rows.
+    const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t);
+    const int64_t b = sg->block_table[block];
+    const uint8_t* k = sg->k + b * sg->k_block_stride + offset * k_row;
+    const uint8_t* v = sg->v + b * sg->v_block_stride + offset * v_row;
+    for (int64_t byte = 0; byte < rows * k_row; byte += 64) __builtin_prefetch(k + byte, 0, 2);
+    for (int64_t byte = 0; byte < rows * v_row; byte += 64) __builtin_prefetch(v + byte, 0, 2);
+    t += rows;
+  }
+}
+
 void paged_merge(const PagedPartial& into, const PagedPartial& next, int32_t n_group,
                  int32_t head_dim_v) {
   for (int32_t g = 0; g < n_group; ++g) {

@@ -162,6 +162,13 @@ void paged_attention_span(const KernelTable& kt, const PagedAttentionArgs& args,
                           const PagedPartial& out);
 void paged_finish(const PagedAttentionArgs& args, const PagedPartial* parts, int64_t n);
 
+// Asks the caches for the K and V rows of the call's first tile from token `begin` on (into
+// L2): a hint that changes no result. A caller running many calls one after the other issues
+// it for the next call while the current one computes: the kernels prefetch each tile's
+// successor themselves, but a call's first tile would otherwise start cold, and with a decode
+// step's contexts of a few tiles each, that first tile is a large share of the reads.
+void paged_prefetch(const PagedAttentionArgs& args, int64_t begin);
+
 // Adds span state `next` into `into` (the state of the spans before it): the merge step above.
 void paged_merge(const PagedPartial& into, const PagedPartial& next, int32_t n_group,
                  int32_t head_dim_v);

@@ -87,9 +87,12 @@ std::pair<const void*, size_t> CpuOps::encode_activations(const Tensor& x, DType
   // then the encoder give, without the normalised rows going through memory.
   for_rows(m, 2 * k, [&](int64_t r0, int64_t r1) {
     thread_local std::vector<float> row;
+    thread_local std::vector<float> scales;
     row.resize(static_cast<size_t>(k));
+    scales.resize(static_cast<size_t>(r1 - r0));
+    cpu::rmsnorm_scales(src + r0 * x_stride, x_stride, r1 - r0, k, norm.eps, scales.data());
     for (int64_t r = r0; r < r1; ++r) {
-      cpu::rmsnorm_row(src + r * x_stride, w, row.data(), k, norm.eps);
+      cpu::rmsnorm_apply(src + r * x_stride, scales[static_cast<size_t>(r - r0)], w, row.data(), k);
       cpu::convert_rows(kt_, wtype, row.data(), k, k, 0, 1,
                         dst + static_cast<size_t>(r) * xq_stride);
     }
@@ -293,9 +296,14 @@ void CpuOps::rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
   assert(xr.dtype == DType::F32 && yr.dtype == DType::F32 && weight.dtype == DType::F32);
   assert(weight.n_elements() == xr.n_cols && xr.n_rows == yr.n_rows && xr.n_cols == yr.n_cols);
   const auto* wp = weight.ptr<const float>();
+  const int64_t x_stride = xr.stride / static_cast<int64_t>(sizeof(float));
   for_rows(xr.n_rows, xr.n_cols, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> scales;
+    scales.resize(static_cast<size_t>(r1 - r0));
+    cpu::rmsnorm_scales(xr.row<const float>(r0), x_stride, r1 - r0, xr.n_cols, eps, scales.data());
     for (int64_t r = r0; r < r1; ++r) {
-      cpu::rmsnorm_row(xr.row<const float>(r), wp, yr.row<float>(r), xr.n_cols, eps);
+      cpu::rmsnorm_apply(xr.row<const float>(r), scales[static_cast<size_t>(r - r0)], wp,
+                         yr.row<float>(r), xr.n_cols);
     }
   });
 }

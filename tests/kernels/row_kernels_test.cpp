@@ -35,6 +35,30 @@ TEST(RowKernelsTest, RmsNorm) {
   }
 }
 
+// Several rows' sums side by side give each row's scale bit for bit as ggml's loop does:
+// float squares added to a double one element after the other, then float arithmetic.
+TEST(RowKernelsTest, RmsNormScalesOfManyRowsAreEachRowsOwn) {
+  const float eps = 1e-6f;
+  for (int64_t n : {1, 7, 576}) {
+    for (int64_t rows : {1, 3, 4, 8, 13, 19}) {
+      const int64_t stride = n + 5;  // rows apart, as in a strided view
+      const auto x = random_floats(static_cast<size_t>(rows * stride), rows * 100 + n, -4.0f, 4.0f);
+      std::vector<float> got(static_cast<size_t>(rows));
+      rmsnorm_scales(x.data(), stride, rows, n, eps, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = x[static_cast<size_t>(r * stride + i)];
+          sum += static_cast<double>(v * v);
+        }
+        const float mean = static_cast<float>(sum / static_cast<double>(n));
+        const float want = 1.0f / std::sqrt(mean + eps);
+        EXPECT_EQ(got[static_cast<size_t>(r)], want) << "n=" << n << " rows=" << rows << " r=" << r;
+      }
+    }
+  }
+}
+
 TEST(RowKernelsTest, RopeRotatesAdjacentPairsOfTheFirstNRotDims) {
   const int64_t n_heads = 3, head_dim = 16;
   for (int32_t n_rot : {16, 8, 2}) {

@@ -1,6 +1,6 @@
 #pragma once
-// RMS normalisation of one row, as ggml computes it: the sum of squares in double, then
-// y = (x * (1 / sqrt(mean + eps))) * w, each product rounded to float.
+// RMS normalisation of rows, as ggml computes it: the sum of squares in double, one element
+// after the other, then y = (x * (1 / sqrt(mean + eps))) * w, each product rounded to float.
 
 #include <cstdint>
 
@@ -8,5 +8,15 @@ namespace tokamak::cpu {
 
 // y (n) = rmsnorm(x (n)) * w (n); y may alias x.
 void rmsnorm_row(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// scales[r] = 1 / sqrt(mean(x_r^2) + eps) for rows [0, rows) of x (rows x_stride floats
+// apart): the factor rmsnorm_row multiplies row r by, the same float. A row's sum is a chain
+// of dependent double adds, latency-bound at ~1 ns an element; rows run eight at a time here,
+// eight chains side by side, each in its row's own order.
+void rmsnorm_scales(const float* x, int64_t x_stride, int64_t rows, int64_t n, float eps,
+                    float* scales);
+
+// y (n) = (x * scale) * w, elementwise: the second half of rmsnorm_row. y may alias x.
+void rmsnorm_apply(const float* x, float scale, const float* w, float* y, int64_t n);
 
 }  // namespace tokamak::cpu

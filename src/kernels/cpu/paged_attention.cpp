@@ -69,26 +69,38 @@ void check_args(const PagedAttentionArgs& a) {
 
 }  // namespace
 
+void paged_prefetch_tile(const PagedAttentionArgs& a, const PagedSegment& sg, int64_t t0,
+                         int64_t block, int32_t offset) {
+  const auto k_row = static_cast<int64_t>(kv_row_bytes(sg.dtypes.k, a.head_dim_k));
+  const auto v_row = static_cast<int64_t>(kv_row_bytes(sg.dtypes.v, a.head_dim_v));
+  const int64_t end = std::min<int64_t>(sg.end, t0 + kPagedTile);
+  const auto prefetch = [](const uint8_t* p, int64_t bytes) {
+    for (int64_t byte = 0; byte < bytes; byte += 64) __builtin_prefetch(p + byte, 0, 2);  // T1
+  };
+  while (t0 < end) {
+    // The rest of this block (or of the tile): contiguous rows.
+    const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t0);
+    const int64_t b = sg.block_table[block];
+    prefetch(sg.k + b * sg.k_block_stride + offset * k_row, rows * k_row);
+    prefetch(sg.v + b * sg.v_block_stride + offset * v_row, rows * v_row);
+    if (sg.dtypes.k == KVDType::Q4C) {
+      prefetch(sg.k_scales + b * sg.k_scale_block_stride, 4 * int64_t{a.head_dim_k});
+    }
+    if (sg.dtypes.v == KVDType::Q4C) {
+      prefetch(sg.v_scales + b * sg.v_scale_block_stride, 4 * int64_t{a.head_dim_v});
+    }
+    t0 += rows;
+    offset = 0;
+    ++block;
+  }
+}
+
 void paged_prefetch(const PagedAttentionArgs& a, int64_t begin) {
   PagedSegment seg[2];
   const int32_t n_seg = paged_segments(a, seg);
-  const PagedSegment* sg = &seg[0];
-  if (n_seg == 2 && begin >= seg[1].begin) sg = &seg[1];
-  const auto k_row = static_cast<int64_t>(kv_row_bytes(sg->dtypes.k, a.head_dim_k));
-  const auto v_row = static_cast<int64_t>(kv_row_bytes(sg->dtypes.v, a.head_dim_v));
-  const int64_t end = std::min<int64_t>(sg->end, begin + kPagedTile);
-  int64_t block = (begin - sg->begin) / a.block_size;
-  auto offset = static_cast<int32_t>((begin - sg->begin) % a.block_size);
-  for (int64_t t = begin; t < end; offset = 0, ++block) {
-    // The rest of this block (or of the tile): contiguous rows.
-    const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t);
-    const int64_t b = sg->block_table[block];
-    const uint8_t* k = sg->k + b * sg->k_block_stride + offset * k_row;
-    const uint8_t* v = sg->v + b * sg->v_block_stride + offset * v_row;
-    for (int64_t byte = 0; byte < rows * k_row; byte += 64) __builtin_prefetch(k + byte, 0, 2);
-    for (int64_t byte = 0; byte < rows * v_row; byte += 64) __builtin_prefetch(v + byte, 0, 2);
-    t += rows;
-  }
+  const PagedSegment& sg = n_seg == 2 && begin >= seg[1].begin ? seg[1] : seg[0];
+  paged_prefetch_tile(a, sg, begin, (begin - sg.begin) / a.block_size,
+                      static_cast<int32_t>((begin - sg.begin) % a.block_size));
 }
 
 void paged_merge(const PagedPartial& into, const PagedPartial& next, int32_t n_group,

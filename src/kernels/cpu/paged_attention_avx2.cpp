@@ -301,47 +301,6 @@ void gather_tile(const PagedAttentionArgs& a, const PagedSegment& sg, int64_t t0
   }
 }
 
-// Asks for the K and V rows of the tile that starts at token t0 of the segment (block index
-// `block`, row `offset` in it), into L2, while the current one is computed. A sequence's
-// blocks lie anywhere in the pool, so the hardware prefetcher starts over at every block, and
-// in a decode step over many sequences the rows come from DRAM. Measured on Zen 4: one query
-// over 512 tokens with the pool out of cache 80-98 -> 40-47 us (kernels bench); decode steps at
-// batch 32 of the default model spent 19.8 -> 11.6 ms a step in paged attention (`--profile`).
-// Into L1 (T0) instead gained a fifth of that: a tile's 128 lines overflow L1's miss queue.
-// q4c's channel scales (4 * head_dim bytes a block) come along; the per-row scales of the
-// other dtypes are a few bytes a row and are left to the demand loads, as before.
-template <KVDType DK, KVDType DV>
-void prefetch_tile(const PagedAttentionArgs& a, const PagedSegment& sg, int64_t t0, int64_t block,
-                   int32_t offset) {
-  const int64_t k_row = static_cast<int64_t>(kv_row_bytes(DK, a.head_dim_k));
-  const int64_t v_row = static_cast<int64_t>(kv_row_bytes(DV, a.head_dim_v));
-  const int64_t end = std::min<int64_t>(sg.end, t0 + kPagedTile);
-  while (t0 < end) {
-    // The rest of this block (or of the tile): contiguous rows.
-    const int64_t rows = std::min<int64_t>(a.block_size - offset, end - t0);
-    const int64_t b = sg.block_table[block];
-    const char* k = reinterpret_cast<const char*>(sg.k + b * sg.k_block_stride + offset * k_row);
-    const char* v = reinterpret_cast<const char*>(sg.v + b * sg.v_block_stride + offset * v_row);
-    for (int64_t byte = 0; byte < rows * k_row; byte += 64) _mm_prefetch(k + byte, _MM_HINT_T1);
-    for (int64_t byte = 0; byte < rows * v_row; byte += 64) _mm_prefetch(v + byte, _MM_HINT_T1);
-    if constexpr (DK == KVDType::Q4C) {
-      const char* ks = reinterpret_cast<const char*>(sg.k_scales + b * sg.k_scale_block_stride);
-      for (int64_t byte = 0; byte < 4 * a.head_dim_k; byte += 64) {
-        _mm_prefetch(ks + byte, _MM_HINT_T1);
-      }
-    }
-    if constexpr (DV == KVDType::Q4C) {
-      const char* vs = reinterpret_cast<const char*>(sg.v_scales + b * sg.v_scale_block_stride);
-      for (int64_t byte = 0; byte < 4 * a.head_dim_v; byte += 64) {
-        _mm_prefetch(vs + byte, _MM_HINT_T1);
-      }
-    }
-    t0 += rows;
-    offset = 0;
-    ++block;
-  }
-}
-
 // The online softmax's state per head of the call, carried from one segment to the next:
 // running max, running sum and accumulator row.
 struct State {
@@ -396,7 +355,7 @@ void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& whole, int64
   auto offset = static_cast<int32_t>((begin - sg.begin) % a.block_size);  // its row there
   for (int64_t t0 = begin; t0 < sg.end; t0 += kPagedTile) {
     gather_tile<DK, DV>(a, sg, t0, block, offset, t);
-    if (t0 + kPagedTile < sg.end) prefetch_tile<DK, DV>(a, sg, t0 + kPagedTile, block, offset);
+    if (t0 + kPagedTile < sg.end) paged_prefetch_tile(a, sg, t0 + kPagedTile, block, offset);
     for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
       switch (std::min(kSub, a.n_group - g0)) {
         case 1:

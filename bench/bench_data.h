@@ -37,7 +37,7 @@ class Rotation {
   Rotation(const void* src, size_t bytes, size_t footprint) {
     stride_ = (bytes + 4095) / 4096 * 4096;
     copies_ = std::max<size_t>(1, (footprint + stride_ - 1) / stride_);
-    buf_ = AlignedBuffer<uint8_t>(stride_ * copies_);
+    buf_ = AlignedBuffer<uint8_t>(stride_ * copies_, Pages::Huge);  // as a model's weights are
     for (size_t c = 0; c < copies_; ++c) std::memcpy(buf_.data() + c * stride_, src, bytes);
   }
 

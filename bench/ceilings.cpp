@@ -231,7 +231,7 @@ Ceilings measure_ceilings(const CeilingOptions& opt) {
 
   // Buffers written before use: untouched anonymous pages all map the one zero page, which
   // would be read from cache.
-  AlignedBuffer<uint8_t> dram(c.dram_bytes);
+  AlignedBuffer<uint8_t> dram(c.dram_bytes, Pages::Huge);  // as the weights are (aligned_buffer.h)
   run_together(max_threads, [&](int t) {
     const size_t slice = c.dram_bytes / static_cast<size_t>(max_threads);
     std::memset(dram.data() + slice * static_cast<size_t>(t), 1, slice);

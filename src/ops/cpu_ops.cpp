@@ -142,7 +142,8 @@ Tensor CpuOps::prepare_weight(const Tensor& w) {
   if (packed == w.dtype || w.rank != 2 || w.device != Device::CPU) return w;
   const int64_t n = w.shape[0];
   const int64_t k = w.shape[1];
-  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(w.dtype, n, k));
+  // On huge pages: a decode step streams every weight once (core/aligned_buffer.h).
+  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(w.dtype, n, k), Pages::Huge);
   const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
     cpu::pack_groups(w.dtype, w.data, static_cast<size_t>(w.stride[0]), n, k, g0, g1, buf.data());
@@ -167,7 +168,7 @@ Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
     }
     n += w.shape[0];
   }
-  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(base, n, k));
+  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(base, n, k), Pages::Huge);
   const size_t group_bytes = cpu::kPackRows * row_bytes(base, k);
   int64_t first_group = 0;
   for (const Tensor& w : ws) {
@@ -272,7 +273,7 @@ Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
   }
   const int64_t n = gate.shape[0];
   const int64_t k = gate.shape[1];
-  AlignedBuffer<uint8_t> buf(2 * cpu::packed_bytes(base, n, k));
+  AlignedBuffer<uint8_t> buf(2 * cpu::packed_bytes(base, n, k), Pages::Huge);
   const int64_t pairs = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(pairs, 2 * k * cpu::kPackRows, [&](int64_t p0, int64_t p1) {
     cpu::pack_gated_pairs(base, gate.data, up.data, static_cast<size_t>(gate.stride[0]), n, k,

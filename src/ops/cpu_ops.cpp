@@ -142,14 +142,12 @@ Tensor CpuOps::prepare_weight(const Tensor& w) {
   if (packed == w.dtype || w.rank != 2 || w.device != Device::CPU) return w;
   const int64_t n = w.shape[0];
   const int64_t k = w.shape[1];
-  // On huge pages: a decode step streams every weight once (core/aligned_buffer.h).
-  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(w.dtype, n, k), Pages::Huge);
+  uint8_t* const buf = weights_.allocate(cpu::packed_bytes(w.dtype, n, k));
   const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
-    cpu::pack_groups(w.dtype, w.data, static_cast<size_t>(w.stride[0]), n, k, g0, g1, buf.data());
+    cpu::pack_groups(w.dtype, w.data, static_cast<size_t>(w.stride[0]), n, k, g0, g1, buf);
   });
-  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
-  packed_weights_.push_back(std::move(buf));
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf);
   return out;
 }
 
@@ -168,19 +166,18 @@ Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
     }
     n += w.shape[0];
   }
-  AlignedBuffer<uint8_t> buf(cpu::packed_bytes(base, n, k), Pages::Huge);
+  uint8_t* const buf = weights_.allocate(cpu::packed_bytes(base, n, k));
   const size_t group_bytes = cpu::kPackRows * row_bytes(base, k);
   int64_t first_group = 0;
   for (const Tensor& w : ws) {
     const int64_t groups = w.shape[0] / cpu::kPackRows;
-    uint8_t* out = buf.data() + static_cast<size_t>(first_group) * group_bytes;
+    uint8_t* out = buf + static_cast<size_t>(first_group) * group_bytes;
     for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
       cpu::pack_groups(base, w.data, static_cast<size_t>(w.stride[0]), w.shape[0], k, g0, g1, out);
     });
     first_group += groups;
   }
-  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
-  packed_weights_.push_back(std::move(buf));
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf);
   return out;
 }
 
@@ -273,15 +270,14 @@ Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
   }
   const int64_t n = gate.shape[0];
   const int64_t k = gate.shape[1];
-  AlignedBuffer<uint8_t> buf(2 * cpu::packed_bytes(base, n, k), Pages::Huge);
+  uint8_t* const buf = weights_.allocate(2 * cpu::packed_bytes(base, n, k));
   const int64_t pairs = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(pairs, 2 * k * cpu::kPackRows, [&](int64_t p0, int64_t p1) {
     cpu::pack_gated_pairs(base, gate.data, up.data, static_cast<size_t>(gate.stride[0]), n, k,
-                          p0, p1, buf.data());
+                          p0, p1, buf);
   });
   // Its shape is the output's, (n, k); its bytes hold both weights.
-  const Tensor out = Tensor::contiguous(packed, {n, k}, buf.data());
-  packed_weights_.push_back(std::move(buf));
+  const Tensor out = Tensor::contiguous(packed, {n, k}, buf);
   return out;
 }
 

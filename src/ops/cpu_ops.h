@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/buffer_arena.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/rope_table.h"
@@ -99,7 +100,10 @@ class CpuOps final : public Ops {
   std::vector<float> span_states_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul
   std::vector<float> product_;      // matmul_add's product where no kernel adds it
-  std::vector<AlignedBuffer<uint8_t>> packed_weights_;  // what prepare_weight made
+  // What the prepare_* calls made, side by side on huge pages: a decode step streams every
+  // weight once (core/aligned_buffer.h), and a small model's weights are each a fraction of
+  // a 2 MiB page.
+  BufferArena weights_;
 };
 
 }  // namespace tokamak

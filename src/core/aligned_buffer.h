@@ -10,8 +10,9 @@
 // boundary so that every whole 2 MiB of it can get one: for data streamed end to end over
 // and over, the repacked weights. A decode step reads every weight once, and with 4 KiB pages
 // that is a TLB miss (a nested page walk, in a guest) every 4 KiB: on the Zen 4 guest the 1B
-// shape's Q4_0 decode matmuls took 21.4-21.9 ms a token with huge pages against 23.7-24.7
-// without (three alternating runs each). Not for the KV pool: blocks are touched a few at a
+// shape's Q4_0 decode matmuls took 19.6 / 17.5 / 23.1 ms a token with the weights on huge
+// pages against 25.6 / 21.6 / 23.9 without (alternating runs; BENCHMARKS.md, "The weights on
+// huge pages"). Not for the KV pool: blocks are touched a few at a
 // time as sequences grow, and a first touch would zero 2 MiB instead of 4 KiB (the K/V writes
 // of a fresh pool went from 1.0 to 2.0-2.5 ms a decode step). A hint: where the kernel has no
 // huge pages to give, the buffer is the same, on 4 KiB pages.

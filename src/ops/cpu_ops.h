@@ -93,9 +93,9 @@ class CpuOps final : public Ops {
   std::vector<int64_t> mass_offsets_;
   // RoPE's cos/sin rows by position, shared by rope() and the K writes of every layer.
   cpu::RopeTable rope_table_;
+  std::vector<cpu::PackedActBlock> x_blocks_;  // packed_matmul's activation block terms
   // paged_attention's split-K scratch: item i's spans are span items [span_first_[i],
   // span_first_[i + 1]), whose states span_states_ holds.
-  std::vector<cpu::PackedActBlock> x_blocks_;  // packed_matmul's activation block terms
   std::vector<int64_t> span_first_;
   std::vector<float> span_states_;
   AlignedBuffer<uint8_t> scratch_;  // encoded activation rows of the current matmul

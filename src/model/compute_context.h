@@ -13,7 +13,8 @@ namespace tokamak {
 
 class ComputeContext {
  public:
-  // Throws Error when opts.isa (or TOKAMAK_CPU_ISA) names a level this CPU lacks.
+  // Throws Error when opts.isa (or TOKAMAK_CPU_ISA) names a level this CPU lacks, or
+  // TOKAMAK_REPACK is neither 0 nor 1.
   explicit ComputeContext(const ModelOptions& opts);
 
   Ops& ops() { return *ops_; }

@@ -22,6 +22,12 @@ struct ModelOptions {
   // batch holds one token or more (no batch invariance). Off: every batch rounds as
   // llama.cpp's prompt processing does, whatever its size.
   bool llama_cpp_decode_rounding = false;
+  // Repack quantized weights at load into the kernel level's interleaved layout where it has
+  // kernels for it (AVX2 and AVX-512: Q4_0, Q4_1, Q8_0; kernels/cpu/packed_weights.h), which
+  // also fuses Q/K/V, gate/up and the norms and residual adds into the matmuls. Off: matmuls
+  // read GGUF's layout with the kernels that reproduce llama.cpp's AVX2 build bit for bit
+  // (README, "Correctness against llama.cpp"), at about half the speed.
+  bool repack_weights = true;
   // Built-in profiling (ops/op_profile.h): time per op type and step kind is added here; the
   // profile must outlive the model. Null: no timing at all.
   OpProfile* profile = nullptr;

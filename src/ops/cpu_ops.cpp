@@ -40,10 +40,20 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 
 }  // namespace
 
-CpuOps::CpuOps(ThreadPool& pool, Isa isa) : pool_(pool), kt_(cpu::kernel_table(isa)) {}
+namespace {
 
-std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa) {
-  return std::make_unique<CpuOps>(pool, isa);
+cpu::KernelTable table_for(Isa isa, bool repack) {
+  cpu::KernelTable t = cpu::kernel_table(isa);
+  if (!repack) t.q4_0x8 = t.q4_1x8 = t.q8_0x8 = nullptr;  // nothing packs (packed_weight_dtype)
+  return t;
+}
+
+}  // namespace
+
+CpuOps::CpuOps(ThreadPool& pool, Isa isa, bool repack) : pool_(pool), kt_(table_for(isa, repack)) {}
+
+std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa, bool repack) {
+  return std::make_unique<CpuOps>(pool, isa, repack);
 }
 
 void CpuOps::reserve(int64_t max_rows, int64_t max_k) {

@@ -19,7 +19,9 @@ namespace tokamak {
 
 class CpuOps final : public Ops {
  public:
-  CpuOps(ThreadPool& pool, Isa isa);
+  // repack: quantized weights go into the level's interleaved layout where it has kernels for
+  // it (kernels/cpu/packed_weights.h); off, every matmul reads GGUF's layout.
+  CpuOps(ThreadPool& pool, Isa isa, bool repack = true);
 
   Device device() const override { return Device::CPU; }
   Isa isa() const { return kt_.isa; }
@@ -85,7 +87,7 @@ class CpuOps final : public Ops {
                       int32_t n_rows_per_query);
 
   ThreadPool& pool_;
-  const cpu::KernelTable& kt_;
+  const cpu::KernelTable kt_;  // the level's table, its packed kernels removed without repack
   // Attention-mass tracking (SeqAttention::block_mass): per work item, its heads' weights
   // summed per block, (items of tracked sequences, their blocks); and where each sequence's
   // rows start (-1: not tracked).

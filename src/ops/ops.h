@@ -164,7 +164,9 @@ class Ops {
 };
 
 // The CPU backend with the kernels of `isa` (must be supported: see selected_isa()), splitting
-// work across `pool`, which must outlive it.
-std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa);
+// work across `pool`, which must outlive it. repack: quantized weights are repacked at load
+// where the level has kernels for that (faster, rounded differently from llama.cpp); off,
+// they are read in GGUF's layout by the kernels that reproduce llama.cpp's AVX2 build.
+std::unique_ptr<Ops> make_cpu_ops(ThreadPool& pool, Isa isa, bool repack = true);
 
 }  // namespace tokamak

@@ -4,8 +4,8 @@
 // The file records llama.cpp two ways: "top5"/"greedy" with every step computed as prompt
 // processing (what our batch-invariant default reproduces) and, where present,
 // "top5_decode_path"/"greedy_decode_path" through its one-token decode (reproduced with
-// ModelOptions::llama_cpp_decode_rounding). Uses the AVX2 kernels (llama.cpp's reference build
-// was AVX2); skipped without the model.
+// ModelOptions::llama_cpp_decode_rounding). Uses the AVX2 kernels on GGUF's layout (llama.cpp's
+// reference build was AVX2; ModelOptions::repack_weights off); skipped without the model.
 
 #include <gtest/gtest.h>
 
@@ -37,6 +37,7 @@ void replay(bool decode_path) {
   if (!golden["prompts"][0].contains(top5_key)) GTEST_SKIP() << "golden file has no " << top5_key;
   ModelOptions opts = test::options(2, 512);
   opts.isa = Isa::Avx2;
+  opts.repack_weights = false;
   opts.llama_cpp_decode_rounding = decode_path;
   auto model = Model::load(test::open_shared(model_path.string()), opts);
   const int32_t n_vocab = model->hparams().n_vocab;

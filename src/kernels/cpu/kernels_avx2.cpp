@@ -16,6 +16,7 @@
 #include "core/fp16.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_matmul_avx2.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/rope.h"
@@ -436,6 +437,9 @@ const KernelTable& avx2_kernel_table() {
       .rope_apply = avx2::rope_apply,
       .attention = avx2::attention,
       .paged_attention_span = avx2::paged_attention_span,
+      .q4_0x8 = avx2::packed_matmul_q4_0,
+      .q4_1x8 = avx2::packed_matmul_q4_1,
+      .q8_0x8 = avx2::packed_matmul_q8_0,
   };
   return table;
 }

@@ -1,0 +1,278 @@
+// The packed matmul (packed_weights.h) with AVX2, for CPUs without AVX-512 VNNI (Zen 2/3,
+// Haswell to Alder Lake's P-cores without AVX-VNNI use). The lanes are weight rows, as in
+// packed_matmul_avx512.cpp: a 32-byte chunk of a group holds four elements of each of its
+// eight rows, multiplied by the same four activation quants broadcast to every lane. AVX2 has
+// no vpdpbusd; vpmaddubsw multiplies unsigned weight bytes by signed activation bytes and adds
+// neighbouring pairs into 16 bits, vpmaddwd against ones then adds the pairs into a lane's 32
+// bits. In GGUF's layout (kernels_avx2.cpp) a row's block fills a register instead and needs
+// its own int-to-float conversion and fma per activation row; here one of each serves eight
+// rows.
+//
+// The integer sum of a block is exact however it is formed, and the float steps are those of
+// packed_matmul_reference in the same order, so results are bitwise the AVX-512 kernels'
+// (and the reference's):
+//   4-bit: a product is at most 15 * 128, a 16-bit pair sum of one maddubs at most 3,840, and
+//          a block's eight maddubs (four chunks, low and high nibbles) add up to at most
+//          30,720 per 16-bit lane: no saturation, so the 16-bit sums are added first and
+//          widened once per block.
+//   8-bit: stored as q + 128 (for vpdpbusd), which maddubs would saturate: each chunk is
+//          turned back into q, multiplied as |q| by x with q's sign (at most 127 * 127 * 2 per
+//          pair, the activation quantizers give |x| <= 127) and widened at once.
+// Q4_1's min term, a float chain over the blocks, runs after the integer part (same order,
+// same bits): it would need R more of AVX2's 16 registers inside the block loop.
+//
+// This file is compiled with the AVX2 flags and only called on CPUs that have them.
+
+#include "kernels/cpu/packed_matmul_avx2.h"
+
+#include <immintrin.h>
+
+#include <cassert>
+#include <vector>
+
+#include "kernels/cpu/simd_avx2.h"
+
+namespace tokamak::cpu::avx2 {
+namespace {
+
+using ActBlock = PackedActBlock;
+
+inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+inline __m256 halves(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Four activation quants in every 32-bit lane.
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+struct Q4_0Policy {
+  using W = block_q4_0x8;
+  using X = block_q8_0;
+  static constexpr bool kMins = false;
+  static constexpr bool kNibbles = true;
+  static constexpr DType kPacked = DType::Q4_0_X8;
+};
+struct Q4_1Policy {
+  using W = block_q4_1x8;
+  using X = block_q8_1;
+  static constexpr bool kMins = true;
+  static constexpr bool kNibbles = true;
+  static constexpr DType kPacked = DType::Q4_1_X8;
+};
+struct Q8_0Policy {
+  using W = block_q8_0x8;
+  using X = block_q8_0;
+  static constexpr bool kMins = false;
+  static constexpr bool kNibbles = false;
+  static constexpr DType kPacked = DType::Q8_0_X8;
+};
+
+// How far ahead of the block in use the weights are prefetched: as in the AVX-512 kernel, one
+// sequential stream per core does not keep enough reads in flight for a decode step.
+constexpr int kPrefetchBytes = 4096;
+
+// A block of one group, decoded for vpmaddubsw, and its integer sums against a block of
+// activation quants, a lane per weight row: for Q4_0 and Q8_0 the value the reference's isum
+// has but Q4_0's bias (added by the caller), for Q4_1 the plain products.
+template <typename T>
+struct BlockQuants;
+
+template <typename T>
+requires T::kNibbles struct BlockQuants<T> {
+  __m256i lo[4];
+  __m256i hi[4];
+  explicit BlockQuants(const typename T::W& b) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      const __m256i raw = load32(b.qs + 32 * s);
+      lo[s] = _mm256_and_si256(raw, mask);                        // elements 8s .. 8s+3
+      hi[s] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);  // elements 8s+4 .. 8s+7
+    }
+  }
+  __m256i sum(const int8_t* xq) const {
+    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[s], broadcast4(xq + 8 * s)));
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[s], broadcast4(xq + 8 * s + 4)));
+    }
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  }
+};
+
+template <typename T>
+requires(!T::kNibbles) struct BlockQuants<T> {
+  __m256i q[8];   // the signed quants
+  __m256i aq[8];  // their magnitudes
+  explicit BlockQuants(const typename T::W& b) {
+    const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      q[s] = _mm256_xor_si256(load32(b.qs + 32 * s), offset);
+      aq[s] = _mm256_abs_epi8(q[s]);
+    }
+  }
+  __m256i sum(const int8_t* xq) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i pairs =
+          _mm256_maddubs_epi16(aq[s], _mm256_sign_epi8(broadcast4(xq + 4 * s), q[s]));
+      p = _mm256_add_epi32(p, _mm256_madd_epi16(pairs, ones));
+    }
+    return p;
+  }
+};
+
+// Activation rows x[0..R) against the blocks w[0..nb) of one group: out[c] holds row c's
+// results, a lane per weight row.
+template <typename T, int R>
+inline void tile(const typename T::W* w, int64_t nb, const typename T::X* const* x,
+                 const ActBlock* const* act, __m256* out) {
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int c = 0; c < R; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const auto& b = w[i];
+    const char* ahead = reinterpret_cast<const char*>(&b) + kPrefetchBytes;
+    for (size_t line = 0; line < sizeof(b); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    const BlockQuants<T> quants(b);
+    const __m256 dw = halves(b.d);
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) {
+      const ActBlock& ab = act[c][i];
+      __m256i p = quants.sum(x[c][i].qs);
+      if constexpr (T::kNibbles && !T::kMins) p = _mm256_add_epi32(p, _mm256_set1_epi32(ab.bias));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
+      acc[c] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[c]);
+    }
+  }
+  if constexpr (T::kMins) {
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) {
+      __m256 mins = _mm256_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i) {
+        mins = _mm256_fmadd_ps(halves(w[i].m), _mm256_set1_ps(act[c][i].s), mins);
+      }
+      acc[c] = _mm256_add_ps(acc[c], mins);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < R; ++c) out[c] = acc[c];
+}
+
+// Activation rows of a tile. Eight: the float accumulators spill to the stack (a load and a
+// store per row and block), but each decoded block serves more rows; on the Zen 3 guest 8
+// rows ran the default model's m = 32 and m = 128 shapes ~5% faster than 4, and two groups
+// side by side sharing each activation broadcast (the AVX-512 kernel's pairs) ~20-90% slower,
+// their 16 decoded chunks spilling.
+constexpr int kTileRows = 8;
+
+template <typename T>
+void packed_matmul(const PackedMatmulArgs& a) {
+  using W = typename T::W;
+  using X = typename T::X;
+  assert(a.k % kQK == 0);
+  const int64_t nb = a.k / kQK;
+  const ActBlock* acts = a.x_blocks;
+  if (acts == nullptr) {
+    thread_local std::vector<ActBlock> own;
+    own.resize(static_cast<size_t>(a.m * nb));
+    packed_activation_blocks(T::kPacked, a.xq, a.xq_stride, a.k, 0, a.m, own.data());
+    acts = own.data();
+  }
+  const auto x_row = [&](int64_t c) {
+    return reinterpret_cast<const X*>(static_cast<const uint8_t*>(a.xq) +
+                                      static_cast<size_t>(c) * a.xq_stride);
+  };
+  const auto* w = static_cast<const W*>(a.w);
+  // A gated pair's up group follows its gate group (pack_gated_pairs).
+  const bool gated = a.epilogue == PackedEpilogue::SiluMul;
+  assert(!gated || a.silu_mul != nullptr);
+  const int64_t group_blocks = gated ? 2 * nb : nb;
+  // Stores a group's results v for activation row c (gated: v the gate's, up the up's).
+  const auto store = [&](int64_t g, int64_t c, __m256 v, __m256 up) {
+    const int64_t j0 = g * kPackRows;
+    const int64_t rows = a.n - j0 < kPackRows ? a.n - j0 : kPackRows;
+    float* const dst = a.y + (j0 - a.y_origin) + c * a.y_stride;
+    alignas(32) float lanes[kPackRows];
+    if (gated) {
+      if (rows == kPackRows) {
+        _mm256_storeu_ps(dst, silu_mul8(v, up));
+        return;
+      }
+      // A partial group through the table's silu_mul, whose tail is libm's exp (bitwise
+      // what a silu_mul after the matmul gives).
+      alignas(32) float up8[kPackRows];
+      _mm256_store_ps(lanes, v);
+      _mm256_store_ps(up8, up);
+      a.silu_mul(lanes, up8, dst, rows);
+      return;
+    }
+    if (a.epilogue == PackedEpilogue::Add) {
+      if (rows == kPackRows) {
+        _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), v));
+        return;
+      }
+      _mm256_store_ps(lanes, v);
+      for (int64_t r = 0; r < rows; ++r) dst[r] += lanes[r];
+      return;
+    }
+    if (rows == kPackRows) {
+      _mm256_storeu_ps(dst, v);
+      return;
+    }
+    _mm256_store_ps(lanes, v);
+    for (int64_t r = 0; r < rows; ++r) dst[r] = lanes[r];
+  };
+  for (int64_t g = a.g0; g < a.g1; ++g) {
+    const W* const wg = w + g * group_blocks;
+    const auto run_tile = [&]<int R>(int64_t c) {
+      const X* xs[R];
+      const ActBlock* as[R];
+      for (int t = 0; t < R; ++t) {
+        xs[t] = x_row(c + t);
+        as[t] = acts + (c + t) * nb;
+      }
+      __m256 out[R];
+      __m256 up[R];
+      tile<T, R>(wg, nb, xs, as, out);
+      if (gated) tile<T, R>(wg + nb, nb, xs, as, up);
+      for (int t = 0; t < R; ++t) store(g, c + t, out[t], gated ? up[t] : out[t]);
+    };
+    int64_t c = 0;
+    for (; c + kTileRows <= a.m; c += kTileRows) run_tile.template operator()<kTileRows>(c);
+    if (c + 4 <= a.m) {
+      run_tile.template operator()<4>(c);
+      c += 4;
+    }
+    if (c + 2 <= a.m) {
+      run_tile.template operator()<2>(c);
+      c += 2;
+    }
+    if (c < a.m) run_tile.template operator()<1>(c);
+  }
+}
+
+}  // namespace
+
+void packed_matmul_q4_0(const PackedMatmulArgs& args) {
+  packed_matmul<Q4_0Policy>(args);
+}
+void packed_matmul_q4_1(const PackedMatmulArgs& args) {
+  packed_matmul<Q4_1Policy>(args);
+}
+void packed_matmul_q8_0(const PackedMatmulArgs& args) {
+  packed_matmul<Q8_0Policy>(args);
+}
+
+}  // namespace tokamak::cpu::avx2

@@ -138,33 +138,41 @@ requires(!T::kNibbles) struct BlockQuants<T> {
 template <typename T, int R>
 inline void tile(const typename T::W* w, int64_t nb, const typename T::X* const* x,
                  const ActBlock* const* act, __m256* out) {
+  // Q4_1's min term in the block loop while registers allow, else in a pass of its own.
+  constexpr bool kMinsInLoop = T::kMins && R <= 4;
   __m256 acc[R];
+  __m256 mins[R];
 #pragma GCC unroll 8
-  for (int c = 0; c < R; ++c) acc[c] = _mm256_setzero_ps();
+  for (int c = 0; c < R; ++c) acc[c] = mins[c] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const auto& b = w[i];
     const char* ahead = reinterpret_cast<const char*>(&b) + kPrefetchBytes;
     for (size_t line = 0; line < sizeof(b); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     const BlockQuants<T> quants(b);
     const __m256 dw = halves(b.d);
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (kMinsInLoop) mw = halves(b.m);
 #pragma GCC unroll 8
     for (int c = 0; c < R; ++c) {
       const ActBlock& ab = act[c][i];
+      if constexpr (kMinsInLoop) mins[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ab.s), mins[c]);
       __m256i p = quants.sum(x[c][i].qs);
       if constexpr (T::kNibbles && !T::kMins) p = _mm256_add_epi32(p, _mm256_set1_epi32(ab.bias));
       const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
       acc[c] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[c]);
     }
   }
-  if constexpr (T::kMins) {
+  if constexpr (T::kMins && !kMinsInLoop) {
 #pragma GCC unroll 8
     for (int c = 0; c < R; ++c) {
-      __m256 mins = _mm256_setzero_ps();
       for (int64_t i = 0; i < nb; ++i) {
-        mins = _mm256_fmadd_ps(halves(w[i].m), _mm256_set1_ps(act[c][i].s), mins);
+        mins[c] = _mm256_fmadd_ps(halves(w[i].m), _mm256_set1_ps(act[c][i].s), mins[c]);
       }
-      acc[c] = _mm256_add_ps(acc[c], mins);
     }
+  }
+  if constexpr (T::kMins) {
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) acc[c] = _mm256_add_ps(acc[c], mins[c]);
   }
 #pragma GCC unroll 8
   for (int c = 0; c < R; ++c) out[c] = acc[c];

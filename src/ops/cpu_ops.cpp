@@ -248,7 +248,8 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
     pool_.parallel_for(groups, run_groups);
   } else {
     // Threads take whole pairs of groups: the AVX-512 kernel runs two groups per 16-lane
-    // tile and a lone group at about 0.7 of that rate (packed_matmul_avx512.cpp).
+    // tile and a lone group at about 0.7 of that rate (packed_matmul_avx512.cpp); the AVX2
+    // kernel, one group at a time, does not mind.
     pool_.parallel_for((groups + 1) / 2, [&](int64_t p0, int64_t p1) {
       run_groups(2 * p0, std::min(2 * p1, groups));
     });

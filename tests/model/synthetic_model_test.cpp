@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "model/hparams.h"
@@ -94,6 +98,54 @@ TEST(SyntheticModelTest, IsasAgree) {
       max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - logits[i]));
     }
     EXPECT_LE(max_err, 1e-3 * max_ref) << isa_name(isa);
+  }
+}
+
+// The repacked layout gives the same bits on every level that has it (the AVX2 and AVX-512
+// kernels share the reference's arithmetic), stays within rounding of GGUF's layout, and
+// TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does.
+TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
+  SyntheticModelSpec s;
+  s.weight_dtype = DType::Q4_1;
+  s.embedding_dtype = DType::Q8_0;
+  s.tied_output = true;
+  test::TempFile tmp("repack");
+  const auto file = test::write_and_open(make_synthetic_model(s), tmp);
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
+  const auto logits_of = [&](Isa isa, bool repack) {
+    ModelOptions opts = test::options(2, 8);
+    opts.isa = isa;
+    opts.repack_weights = repack;
+    auto model = Model::load(file, opts);
+    auto kv = model->new_kv_cache(0);
+    std::vector<float> logits(static_cast<size_t>(s.n_vocab));
+    model->forward({toks, pos, rows}, *kv, logits);
+    return logits;
+  };
+  if (best_isa(cpu_features()) < Isa::Avx2) GTEST_SKIP() << "no level here repacks";
+  const std::vector<float> packed = logits_of(Isa::Avx2, true);
+  const std::vector<float> gguf = logits_of(Isa::Avx2, false);
+  EXPECT_NE(packed, gguf);  // the layouts round differently, so the switch did something
+  double max_ref = 0.0, max_err = 0.0;
+  for (size_t i = 0; i < gguf.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(gguf[i])));
+    max_err = std::max(max_err, std::fabs(static_cast<double>(gguf[i]) - packed[i]));
+  }
+  EXPECT_LE(max_err, 1e-3 * max_ref);
+  if (best_isa(cpu_features()) >= Isa::Avx512) {
+    EXPECT_EQ(logits_of(Isa::Avx512, true), packed);
+  }
+
+  const char* old = std::getenv("TOKAMAK_REPACK");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TOKAMAK_REPACK", "0", 1);
+  EXPECT_EQ(logits_of(Isa::Avx2, true), gguf);
+  setenv("TOKAMAK_REPACK", "yes", 1);
+  EXPECT_THROW(logits_of(Isa::Avx2, true), Error);
+  if (old != nullptr) {
+    setenv("TOKAMAK_REPACK", saved.c_str(), 1);
+  } else {
+    unsetenv("TOKAMAK_REPACK");
   }
 }
 

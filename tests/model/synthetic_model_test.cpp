@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -70,6 +71,18 @@ TEST(SyntheticModelTest, SameSeedSameBytes) {
   EXPECT_NE(a, make_synthetic_model(s).to_writer().to_bytes());
 }
 
+// got differs from ref by at most 0.1% of ref's largest magnitude.
+void expect_within_rounding(const std::vector<float>& ref, const std::vector<float>& got,
+                            std::string_view what) {
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  double max_ref = 0.0, max_err = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+    max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - got[i]));
+  }
+  EXPECT_LE(max_err, 1e-3 * max_ref) << what;
+}
+
 // Every ISA computes the same model to within rounding.
 TEST(SyntheticModelTest, IsasAgree) {
   SyntheticModelSpec s;
@@ -92,12 +105,7 @@ TEST(SyntheticModelTest, IsasAgree) {
       ref = logits;
       continue;
     }
-    double max_ref = 0.0, max_err = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
-      max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - logits[i]));
-    }
-    EXPECT_LE(max_err, 1e-3 * max_ref) << isa_name(isa);
+    expect_within_rounding(ref, logits, isa_name(isa));
   }
 }
 
@@ -126,12 +134,7 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   const std::vector<float> packed = logits_of(Isa::Avx2, true);
   const std::vector<float> gguf = logits_of(Isa::Avx2, false);
   EXPECT_NE(packed, gguf);  // the layouts round differently, so the switch did something
-  double max_ref = 0.0, max_err = 0.0;
-  for (size_t i = 0; i < gguf.size(); ++i) {
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(gguf[i])));
-    max_err = std::max(max_err, std::fabs(static_cast<double>(gguf[i]) - packed[i]));
-  }
-  EXPECT_LE(max_err, 1e-3 * max_ref);
+  expect_within_rounding(gguf, packed, "repacked");
   if (best_isa(cpu_features()) >= Isa::Avx512) {
     EXPECT_EQ(logits_of(Isa::Avx512, true), packed);
   }

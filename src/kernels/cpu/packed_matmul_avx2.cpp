@@ -28,7 +28,6 @@
 #include <immintrin.h>
 
 #include <cassert>
-#include <vector>
 
 #include "kernels/cpu/simd_avx2.h"
 
@@ -191,17 +190,8 @@ void packed_matmul(const PackedMatmulArgs& a) {
   using X = typename T::X;
   assert(a.k % kQK == 0);
   const int64_t nb = a.k / kQK;
-  const ActBlock* acts = a.x_blocks;
-  if (acts == nullptr) {
-    thread_local std::vector<ActBlock> own;
-    own.resize(static_cast<size_t>(a.m * nb));
-    packed_activation_blocks(T::kPacked, a.xq, a.xq_stride, a.k, 0, a.m, own.data());
-    acts = own.data();
-  }
-  const auto x_row = [&](int64_t c) {
-    return reinterpret_cast<const X*>(static_cast<const uint8_t*>(a.xq) +
-                                      static_cast<size_t>(c) * a.xq_stride);
-  };
+  const ActBlock* acts = activation_blocks_of(T::kPacked, a);
+  const auto x_row = [&](int64_t c) { return activation_row<X>(a, c); };
   const auto* w = static_cast<const W*>(a.w);
   // A gated pair's up group follows its gate group (pack_gated_pairs).
   const bool gated = a.epilogue == PackedEpilogue::SiluMul;

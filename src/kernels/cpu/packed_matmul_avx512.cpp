@@ -26,7 +26,6 @@
 
 #include <cassert>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/packed_matmul_avx512.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -227,18 +226,8 @@ void packed_matmul(const PackedMatmulArgs& a) {
   using X = typename T::X;
   assert(a.k % kQK == 0);
   const int64_t nb = a.k / kQK;
-  // The blocks' terms, formed here unless the caller formed them once for all its calls.
-  const ActBlock* acts = a.x_blocks;
-  if (acts == nullptr) {
-    thread_local std::vector<ActBlock> own;
-    own.resize(static_cast<size_t>(a.m * nb));
-    packed_activation_blocks(T::kPacked, a.xq, a.xq_stride, a.k, 0, a.m, own.data());
-    acts = own.data();
-  }
-  const auto x_row = [&](int64_t c) {
-    return reinterpret_cast<const X*>(static_cast<const uint8_t*>(a.xq) +
-                                      static_cast<size_t>(c) * a.xq_stride);
-  };
+  const ActBlock* acts = activation_blocks_of(T::kPacked, a);
+  const auto x_row = [&](int64_t c) { return activation_row<X>(a, c); };
   // The activation rows [c, c + R) of a tile and their blocks' scales and sums.
   const auto tile_rows = [&]<int R>(int64_t c, const X* (&xs)[R], const ActBlock* (&as)[R]) {
     for (int t = 0; t < R; ++t) {

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 
@@ -86,6 +87,14 @@ void packed_activation_blocks(DType packed, const void* xq, size_t xq_stride, in
       row[i] = {fp16_to_f32(x[i].d), 0.0f, -offset * sum};
     }
   }
+}
+
+const PackedActBlock* activation_blocks_of(DType packed, const PackedMatmulArgs& args) {
+  if (args.x_blocks != nullptr) return args.x_blocks;
+  thread_local std::vector<PackedActBlock> own;
+  own.resize(static_cast<size_t>(args.m * (args.k / kQK)));
+  packed_activation_blocks(packed, args.xq, args.xq_stride, args.k, 0, args.m, own.data());
+  return own.data();
 }
 
 size_t packed_bytes(DType base, int64_t n, int64_t k) {

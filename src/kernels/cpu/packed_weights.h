@@ -134,6 +134,17 @@ void packed_activation_blocks(DType packed, const void* xq, size_t xq_stride, in
                               int64_t r0, int64_t r1, PackedActBlock* out);
 using PackedMatmulFn = void (*)(const PackedMatmulArgs& args);
 
+// For the kernels: args.x_blocks, or, where the caller gave none, the terms formed here into a
+// buffer of the calling thread's (valid until its next call).
+const PackedActBlock* activation_blocks_of(DType packed, const PackedMatmulArgs& args);
+
+// For the kernels: activation row c of args, in the encoding X (block_q8_0 or block_q8_1).
+template <typename X>
+const X* activation_row(const PackedMatmulArgs& args, int64_t c) {
+  return reinterpret_cast<const X*>(static_cast<const uint8_t*>(args.xq) +
+                                    static_cast<size_t>(c) * args.xq_stride);
+}
+
 // The scalar reference of the arithmetic above (what the SIMD kernels are tested against).
 void packed_matmul_reference(DType packed, const PackedMatmulArgs& args);
 

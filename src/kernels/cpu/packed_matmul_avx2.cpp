@@ -1,5 +1,5 @@
-// The packed matmul (packed_weights.h) with AVX2, for CPUs without AVX-512 VNNI (Zen 2/3,
-// Haswell to Alder Lake's P-cores without AVX-VNNI use). The lanes are weight rows, as in
+// The packed matmul (packed_weights.h) with AVX2, for CPUs without AVX-512 VNNI (AMD Zen 2
+// and 3, Intel Haswell to Comet Lake; AVX-VNNI, where a CPU has it, is not used yet). The lanes are weight rows, as in
 // packed_matmul_avx512.cpp: a 32-byte chunk of a group holds four elements of each of its
 // eight rows, multiplied by the same four activation quants broadcast to every lane. AVX2 has
 // no vpdpbusd; vpmaddubsw multiplies unsigned weight bytes by signed activation bytes and adds
@@ -18,8 +18,9 @@
 //   8-bit: stored as q + 128 (for vpdpbusd), which maddubs would saturate: each chunk is
 //          turned back into q, multiplied as |q| by x with q's sign (at most 127 * 127 * 2 per
 //          pair, the activation quantizers give |x| <= 127) and widened at once.
-// Q4_1's min term, a float chain over the blocks, runs after the integer part (same order,
-// same bits): it would need R more of AVX2's 16 registers inside the block loop.
+// Q4_1's min term, a float chain over the blocks, runs inside the block loop for tiles of up
+// to four activation rows and after it for larger ones, whose accumulators already fill AVX2's
+// 16 registers (same order, same bits either way).
 //
 // This file is compiled with the AVX2 flags and only called on CPUs that have them.
 

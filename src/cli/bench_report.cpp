@@ -71,6 +71,19 @@ double to_ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
+nlohmann::json nullable(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+std::optional<double> number(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+std::string fixed(const std::optional<double>& v, int digits) {
+  return v ? fmt::format("{:.{}f}", *v, digits) : "-";
+}
+
 std::optional<size_t> peak_resident_bytes() {
   std::ifstream status("/proc/self/status");
   std::string line;

@@ -32,6 +32,12 @@ nlohmann::json to_json(const std::optional<Summary>& summary);
 
 double to_ms(Clock::duration d);
 
+// A figure that may be missing, in JSON and in tables: null / "-" for none; `number` reads
+// one back (nullopt when `j` is no object or the key is absent or not a number).
+nlohmann::json nullable(const std::optional<double>& v);
+std::optional<double> number(const nlohmann::json& j, const char* key);
+std::string fixed(const std::optional<double>& v, int digits = 2);
+
 // The process's peak resident memory (VmHWM from /proc/self/status, else getrusage), or
 // nullopt where neither can be read.
 std::optional<size_t> peak_resident_bytes();

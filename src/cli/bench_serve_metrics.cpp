@@ -16,10 +16,6 @@ double ms_between(BenchClock::time_point from, BenchClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-json nullable(const std::optional<double>& v) {
-  return v ? json(*v) : json();
-}
-
 void count_error(RunFigures& run, const std::string& message) {
   for (ErrorCount& e : run.errors) {
     if (e.message == message) {
@@ -38,16 +34,6 @@ bool meets(const RequestFigures& r, const Slo& slo) {
   if (slo.ttft_ms && !(*r.ttft_ms <= *slo.ttft_ms)) return false;
   if (slo.tpot_ms && r.tpot_ms && !(*r.tpot_ms <= *slo.tpot_ms)) return false;
   return true;
-}
-
-// Reading a run back from JSON: numbers may be null.
-std::optional<double> number(const json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
-}
-
-std::string fixed(const std::optional<double>& v, int digits = 2) {
-  return v ? fmt::format("{:.{}f}", *v, digits) : "-";
 }
 
 std::string percent(const std::optional<double>& fraction) {

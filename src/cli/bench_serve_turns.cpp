@@ -7,24 +7,8 @@
 #include "cli/bench_report.h"
 
 namespace tokamak::cli {
-namespace {
 
 using nlohmann::json;
-
-json nullable(const std::optional<double>& v) {
-  return v ? json(*v) : json();
-}
-
-std::optional<double> number(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
-}
-
-std::string fixed(const std::optional<double>& v, int digits) {
-  return v ? fmt::format("{:.{}f}", *v, digits) : "-";
-}
-
-}  // namespace
 
 std::vector<TurnFigures> turn_figures(std::span<const RequestFigures> requests,
                                       std::span<const int32_t> turn_of, int32_t n_turns) {

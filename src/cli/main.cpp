@@ -5,13 +5,6 @@
 #include "cli/commands.h"
 #include "core/error.h"
 
-namespace tokamak::cli {
-int& exit_status() {
-  static int status = 0;
-  return status;
-}
-}  // namespace tokamak::cli
-
 int main(int argc, char** argv) {
   CLI::App app{"tokamak: LLM inference and serving"};
   app.require_subcommand(1);

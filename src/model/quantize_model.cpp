@@ -11,7 +11,7 @@ namespace tokamak {
 namespace {
 
 // GGML's llama_ftype of the "mostly <type>" file we write.
-int32_t file_type_of(DType target) {
+int32_t quantized_file_type(DType target) {
   const auto t = gguf_file_type(target);
   if (!t) throw Error("cannot quantize to " + std::string(dtype_name(target)));
   return static_cast<int32_t>(*t);
@@ -35,7 +35,7 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, DType target) {
 
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path,
                               DType target) {
-  const int32_t file_type = file_type_of(target);
+  const int32_t file_type = quantized_file_type(target);
   if (!cpu::can_quantize(target)) {
     throw Error("cannot quantize to " + std::string(dtype_name(target)));
   }

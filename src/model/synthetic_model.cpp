@@ -76,7 +76,7 @@ void add_vocab(SyntheticModel& m, int32_t n_vocab) {
 }
 
 // GGML's llama_ftype of a file whose matrices are mostly `d`.
-uint32_t file_type_of(DType d) {
+uint32_t synthetic_file_type(DType d) {
   const auto t = gguf_file_type(d);
   if (!t) throw Error("synthetic model: unsupported dtype " + std::string(dtype_name(d)));
   return *t;
@@ -215,7 +215,7 @@ SyntheticModel make_synthetic_model(const SyntheticModelSpec& s) {
   const int32_t hd = s.n_embd / s.n_head;
   m.set("general.architecture", Value::string("llama"));
   m.set("general.name", Value::string(s.name));
-  m.set("general.file_type", Value::u32(file_type_of(s.weight_dtype)));
+  m.set("general.file_type", Value::u32(synthetic_file_type(s.weight_dtype)));
   m.set("llama.context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
   m.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(s.n_embd)));
   m.set("llama.block_count", Value::u32(static_cast<uint32_t>(s.n_layer)));

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 namespace tokamak::server {
-namespace {
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -13,6 +12,8 @@ bool iequals(std::string_view a, std::string_view b) {
            return lower(x) == lower(y);
          });
 }
+
+namespace {
 
 // Names the server writes itself from the framing it chose.
 bool is_framing_header(std::string_view name) {

@@ -10,6 +10,9 @@
 
 namespace tokamak::server {
 
+// Header names and tokens compare without regard to ASCII case (RFC 9110, 5.1).
+bool iequals(std::string_view a, std::string_view b);
+
 // How the end of a response body is found by the client.
 enum class BodyFraming { ContentLength, Chunked, UntilClose };
 

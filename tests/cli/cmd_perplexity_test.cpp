@@ -16,7 +16,7 @@
 #include "core/kv_dtype.h"
 #include "model/synthetic_model.h"
 
-namespace tokamak::cli {
+namespace tokamak::cli::cmd_perplexity_test {
 namespace {
 
 using test::TempFile;
@@ -196,4 +196,4 @@ TEST(CmdPerplexity, StreamsATextOnATinyModel) {
 }
 
 }  // namespace
-}  // namespace tokamak::cli
+}  // namespace tokamak::cli::cmd_perplexity_test

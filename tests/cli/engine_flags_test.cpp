@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace tokamak::cli {
+namespace tokamak::cli::engine_flags_test {
 namespace {
 
 // Parses `args` (after the program name) with the engine flags and builds the options.
@@ -114,9 +114,9 @@ TEST(EngineFlagsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace tokamak::cli
+}  // namespace tokamak::cli::engine_flags_test
 
-namespace tokamak::cli {
+namespace tokamak::cli::engine_flags_test {
 namespace {
 
 TEST(EngineFlagsTest, KvTiersAreOffByDefaultAndTakeSizes) {
@@ -138,4 +138,4 @@ TEST(EngineFlagsTest, KvTiersAreOffByDefaultAndTakeSizes) {
 }
 
 }  // namespace
-}  // namespace tokamak::cli
+}  // namespace tokamak::cli::engine_flags_test

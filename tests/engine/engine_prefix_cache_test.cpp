@@ -16,7 +16,7 @@
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
 
-namespace tokamak {
+namespace tokamak::engine_prefix_cache_test {
 namespace {
 
 using test::Arrival;
@@ -315,4 +315,4 @@ TEST(DefaultModelPrefixCache, SharedSystemPromptOutputsMatchCacheOff) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::engine_prefix_cache_test

@@ -24,7 +24,7 @@
 #include "engine_test_util.h"
 #include "format/gguf_identity.h"
 
-namespace tokamak {
+namespace tokamak::engine_stress_test {
 namespace {
 
 SyntheticModelSpec tiny_spec() {
@@ -369,4 +369,4 @@ TEST(EngineStressTest, RandomWorkloadsWithCancellationsAndPreemption) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::engine_stress_test

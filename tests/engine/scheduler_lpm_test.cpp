@@ -12,7 +12,7 @@
 #include "engine/sequence.h"
 #include "kv/paged_kv_cache.h"
 
-namespace tokamak {
+namespace tokamak::scheduler_lpm_test {
 namespace {
 
 constexpr int32_t kBs = 4;
@@ -194,4 +194,4 @@ TEST(SchedulerLpmTest, EvictsCachedBlocksBeforePreempting) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::scheduler_lpm_test

@@ -15,7 +15,7 @@
 #include "engine/sequence.h"
 #include "kv/paged_kv_cache.h"
 
-namespace tokamak {
+namespace tokamak::scheduler_test {
 namespace {
 
 KVCacheShape shape(int32_t block_size) {
@@ -407,4 +407,4 @@ TEST(SchedulerTest, ForkedSamplesShareFullBlocksWithoutCopying) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::scheduler_test

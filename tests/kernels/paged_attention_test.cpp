@@ -20,7 +20,7 @@
 #include "kernel_test_util.h"
 #include "kernels/cpu/attention.h"
 
-namespace tokamak::cpu {
+namespace tokamak::cpu::paged_attention_test {
 namespace {
 
 using test::all_tables;
@@ -389,4 +389,4 @@ TEST(PagedAttentionTest, OneTokenReturnsItsValue) {
 }
 
 }  // namespace
-}  // namespace tokamak::cpu
+}  // namespace tokamak::cpu::paged_attention_test

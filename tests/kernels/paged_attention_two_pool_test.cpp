@@ -20,7 +20,7 @@
 #include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/paged_attention.h"
 
-namespace tokamak::cpu {
+namespace tokamak::cpu::paged_attention_two_pool_test {
 namespace {
 
 using test::all_tables;
@@ -426,4 +426,4 @@ TEST(PagedAttentionTwoPoolTest, SameDtypesOnATileEdgeEqualOnePool) {
 }
 
 }  // namespace
-}  // namespace tokamak::cpu
+}  // namespace tokamak::cpu::paged_attention_two_pool_test

@@ -15,7 +15,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_blocks.h"
 
-namespace tokamak::cpu {
+namespace tokamak::cpu::quant_dots_avx512_test {
 namespace {
 
 struct Tables {
@@ -217,4 +217,4 @@ TEST(QuantDotsAvx512Test, MatmulRowsEqualAvx2Bitwise) {
 }
 
 }  // namespace
-}  // namespace tokamak::cpu
+}  // namespace tokamak::cpu::quant_dots_avx512_test

@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 
-namespace tokamak {
+namespace tokamak::op_profile_test {
 namespace {
 
 SyntheticModelSpec tiny() {
@@ -73,4 +73,4 @@ TEST(OpProfileTest, CountsStepsAndOpsByKind) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::op_profile_test

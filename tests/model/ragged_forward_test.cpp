@@ -34,7 +34,7 @@
 #include "model_test_util.h"
 #include "reference_llama.h"
 
-namespace tokamak {
+namespace tokamak::ragged_forward_test {
 namespace {
 
 using test::options;
@@ -401,4 +401,4 @@ TEST(RaggedForwardDefaultModel, AsCloseToFloat64AsTheSingleSequenceForward) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::ragged_forward_test

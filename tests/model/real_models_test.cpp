@@ -16,7 +16,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 
-namespace tokamak {
+namespace tokamak::real_models_test {
 namespace {
 
 struct Run {
@@ -153,4 +153,4 @@ TEST(DefaultModelTest, HyperParameters) {
 }
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::real_models_test

@@ -19,7 +19,7 @@
 #include "ops/cpu_ops.h"
 #include "ops_test_util.h"
 
-namespace tokamak {
+namespace tokamak::paged_attention_ops_test {
 namespace {
 
 using test::random_floats;
@@ -436,4 +436,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace tokamak
+}  // namespace tokamak::paged_attention_ops_test

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "http_test_client.h"
 
-namespace tokamak::server {
+namespace tokamak::server::http_server_test {
 namespace {
 
 using namespace testing;
@@ -464,4 +464,4 @@ TEST(HttpServer, StopClosesOpenConnectionsPromptly) {
 }
 
 }  // namespace
-}  // namespace tokamak::server
+}  // namespace tokamak::server::http_server_test

@@ -14,7 +14,7 @@
 #include "http_test_client.h"
 #include "server/http_server.h"
 
-namespace tokamak::server {
+namespace tokamak::server::http_streaming_test {
 namespace {
 
 using namespace testing;
@@ -424,4 +424,4 @@ TEST(HttpStreaming, ManyClientsStreamConcurrently) {
 }
 
 }  // namespace
-}  // namespace tokamak::server
+}  // namespace tokamak::server::http_streaming_test

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace tokamak::server {
+namespace tokamak::server::metrics_test {
 namespace {
 
 // Synthetic steady-clock times: whole seconds from a fixed origin, far from any real now.
@@ -299,13 +299,12 @@ TEST(ServerMetricsTest, EscapesTheModelName) {
   }
 }
 
-// Runs tests/integration/check_prometheus_text.py on `text` (written to the file `name`,
-// its output to name.log) with `args`; its exit status.
-// Runs the checker on `text`; its exit status, with its output in *log. The temporary files
-// are removed either way (TempDir is /tmp, shared by every run).
+// Runs tests/integration/check_prometheus_text.py on `text` (written to the file `name`)
+// with `args`; its exit status, with its output in *log. The temporary files are removed
+// either way (TempDir is /tmp, shared by every run).
 int check_with_prometheus_client(const std::string& text, const std::string& name,
                                  const std::string& args, std::string* log) {
-  const std::string path = testing::TempDir() + std::to_string(getpid()) + "_" + name;
+  const std::string path = ::testing::TempDir() + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << text;
   const std::string cmd =
       std::string("python3 " TOKAMAK_SOURCE_DIR "/tests/integration/check_prometheus_text.py ") +
@@ -397,4 +396,4 @@ TEST(ServerMetricsTest, ThreadSafetySmoke) {
 }
 
 }  // namespace
-}  // namespace tokamak::server
+}  // namespace tokamak::server::metrics_test

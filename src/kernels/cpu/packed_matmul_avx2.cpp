@@ -133,6 +133,32 @@ requires(!T::kNibbles) struct BlockQuants<T> {
   }
 };
 
+// 8-bit blocks against at most this many activation rows are decoded a chunk at a time, where
+// they are used: decoded whole (BlockQuants), a block holds 16 registers, which for few rows
+// GCC kept on the stack, storing and reloading every chunk of a decode step's GEMV.
+constexpr int kStreamedRows = 4;
+
+// Q8_0's integer sums of block b against rows xq[0..R), chunk by chunk (exact, so the same
+// values as BlockQuants::sum).
+template <int R>
+inline void streamed_q8_sums(const block_q8_0x8& b, const int8_t* const* xq, __m256i* p) {
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+  for (int c = 0; c < R; ++c) p[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const __m256i q = _mm256_xor_si256(load32(b.qs + 32 * s), offset);
+    const __m256i aq = _mm256_abs_epi8(q);
+#pragma GCC unroll 4
+    for (int c = 0; c < R; ++c) {
+      const __m256i pairs =
+          _mm256_maddubs_epi16(aq, _mm256_sign_epi8(broadcast4(xq[c] + 4 * s), q));
+      p[c] = _mm256_add_epi32(p[c], _mm256_madd_epi16(pairs, ones));
+    }
+  }
+}
+
 // Activation rows x[0..R) against the blocks w[0..nb) of one group: out[c] holds row c's
 // results, a lane per weight row.
 template <typename T, int R>
@@ -148,18 +174,32 @@ inline void tile(const typename T::W* w, int64_t nb, const typename T::X* const*
     const auto& b = w[i];
     const char* ahead = reinterpret_cast<const char*>(&b) + kPrefetchBytes;
     for (size_t line = 0; line < sizeof(b); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    const BlockQuants<T> quants(b);
     const __m256 dw = halves(b.d);
-    __m256 mw = _mm256_setzero_ps();
-    if constexpr (kMinsInLoop) mw = halves(b.m);
-#pragma GCC unroll 8
-    for (int c = 0; c < R; ++c) {
+    // Row c's integer sum p of this block into its accumulators.
+    const auto accumulate = [&](int c, __m256i p) {
       const ActBlock& ab = act[c][i];
-      if constexpr (kMinsInLoop) mins[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ab.s), mins[c]);
-      __m256i p = quants.sum(x[c][i].qs);
       if constexpr (T::kNibbles && !T::kMins) p = _mm256_add_epi32(p, _mm256_set1_epi32(ab.bias));
       const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
       acc[c] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[c]);
+    };
+    if constexpr (!T::kNibbles && R <= kStreamedRows) {
+      const int8_t* xq[R];
+      for (int c = 0; c < R; ++c) xq[c] = x[c][i].qs;
+      __m256i p[R];
+      streamed_q8_sums<R>(b, xq, p);
+#pragma GCC unroll 4
+      for (int c = 0; c < R; ++c) accumulate(c, p[c]);
+    } else {
+      const BlockQuants<T> quants(b);
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (kMinsInLoop) mw = halves(b.m);
+#pragma GCC unroll 8
+      for (int c = 0; c < R; ++c) {
+        if constexpr (kMinsInLoop) {
+          mins[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(act[c][i].s), mins[c]);
+        }
+        accumulate(c, quants.sum(x[c][i].qs));
+      }
     }
   }
   if constexpr (T::kMins && !kMinsInLoop) {

@@ -108,6 +108,13 @@ requires T::kNibbles struct BlockQuants<T> {
   }
 };
 
+// An 8-bit chunk's products with four activation quants at x4, widened to a lane per weight
+// row: q the signed quants, aq their magnitudes.
+inline __m256i q8_chunk_sum(__m256i aq, __m256i q, const int8_t* x4) {
+  const __m256i pairs = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(broadcast4(x4), q));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
 template <typename T>
 requires(!T::kNibbles) struct BlockQuants<T> {
   __m256i q[8];   // the signed quants
@@ -121,14 +128,9 @@ requires(!T::kNibbles) struct BlockQuants<T> {
     }
   }
   __m256i sum(const int8_t* xq) const {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i p = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      const __m256i pairs =
-          _mm256_maddubs_epi16(aq[s], _mm256_sign_epi8(broadcast4(xq + 4 * s), q[s]));
-      p = _mm256_add_epi32(p, _mm256_madd_epi16(pairs, ones));
-    }
+    for (int s = 0; s < 8; ++s) p = _mm256_add_epi32(p, q8_chunk_sum(aq[s], q[s], xq + 4 * s));
     return p;
   }
 };
@@ -143,7 +145,6 @@ constexpr int kStreamedRows = 4;
 template <int R>
 inline void streamed_q8_sums(const block_q8_0x8& b, const int8_t* const* xq, __m256i* p) {
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
   for (int c = 0; c < R; ++c) p[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -151,11 +152,7 @@ inline void streamed_q8_sums(const block_q8_0x8& b, const int8_t* const* xq, __m
     const __m256i q = _mm256_xor_si256(load32(b.qs + 32 * s), offset);
     const __m256i aq = _mm256_abs_epi8(q);
 #pragma GCC unroll 4
-    for (int c = 0; c < R; ++c) {
-      const __m256i pairs =
-          _mm256_maddubs_epi16(aq, _mm256_sign_epi8(broadcast4(xq[c] + 4 * s), q));
-      p[c] = _mm256_add_epi32(p[c], _mm256_madd_epi16(pairs, ones));
-    }
+    for (int c = 0; c < R; ++c) p[c] = _mm256_add_epi32(p[c], q8_chunk_sum(aq, q, xq[c] + 4 * s));
   }
 }
 

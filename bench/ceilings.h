@@ -5,6 +5,10 @@
 //   read_bw      bytes/s streamed from a buffer far larger than the last-level cache (DRAM),
 //                each thread summing its slice with SIMD loads as four concurrent streams
 //                (one stream alone reaches ~85% of it here; a dot4 kernel reads four rows)
+//   read_bw_pass bytes/s of one pass over the whole DRAM buffer, the threads reading it in
+//                contiguous slices, median of several passes: what a decode step, which reads
+//                every weight once, can expect. On a shared or virtualized machine it can sit
+//                well below read_bw, a best burst (decode floors are given against both)
 //   read_bw_l2   bytes/s re-read from a small per-thread buffer that stays in L2
 //   fma_f32_*    fp32 FLOP/s of independent FMA chains held in registers (an FMA is 2 FLOP)
 //   dot_i8_*     int8 ops/s of u8 x s8 dot products (a multiply-add is 2 ops): vpmaddubsw +
@@ -28,6 +32,7 @@ namespace tokamak::bench {
 struct CeilingRow {
   int threads = 0;
   double read_bw = 0;
+  double read_bw_pass = 0;
   double read_bw_l2 = 0;
   double fma_f32_avx2 = 0;
   double fma_f32_avx512 = 0;
@@ -45,6 +50,7 @@ struct Ceilings {
   std::string isa;        // the best kernel level of this CPU (scalar | avx2 | avx512)
   double clock_ghz = 0;   // one core's clock, from a chain of dependent integer adds
   size_t dram_bytes = 0;  // size of the read_bw buffer
+  int passes = 0;         // passes over it for read_bw_pass
   size_t l2_bytes = 0;    // per-thread size of the read_bw_l2 buffer
   int trials = 0;
   std::vector<CeilingRow> rows;  // one per thread count, ascending
@@ -60,6 +66,7 @@ struct CeilingOptions {
   size_t dram_bytes = size_t{1} << 30;
   size_t l2_bytes = size_t{256} << 10;
   int trials = 10;              // undisturbed trials wanted per ceiling (see ceilings.cpp)
+  int passes = 7;               // whole-buffer passes for read_bw_pass (the median is kept)
   double trial_seconds = 0.01;  // length of one trial of a compute loop
 };
 

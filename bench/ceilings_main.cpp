@@ -2,7 +2,7 @@
 // and, with --json FILE, writes them as JSON (which tokamak_kernels_bench --ceilings=FILE
 // reads instead of measuring again).
 //
-//   tokamak_ceilings [--json FILE] [--threads 1,2|all] [--dram-mib N] [--trials N]
+//   tokamak_ceilings [--json FILE] [--threads 1,2|all] [--dram-mib N] [--trials N] [--passes N]
 
 #include <algorithm>
 #include <cstdio>
@@ -19,13 +19,16 @@
 namespace {
 
 int usage(const char* argv0, FILE* to = stderr) {
-  std::fprintf(to,
-               "usage: %s [--json FILE] [--threads LIST|all] [--dram-mib N] [--trials N]\n"
-               "  --threads   comma-separated thread counts, `all` for every hardware thread\n"
-               "              (default: 1,all)\n"
-               "  --dram-mib  size of the DRAM read buffer in MiB, >= 16 (default 1024)\n"
-               "  --trials    trials per ceiling, the best is kept (default 10)\n",
-               argv0);
+  std::fprintf(
+      to,
+      "usage: %s [--json FILE] [--threads LIST|all] [--dram-mib N] [--trials N] [--passes N]\n"
+      "  --threads   comma-separated thread counts, `all` for every hardware thread\n"
+      "              (default: 1,all)\n"
+      "  --dram-mib  size of the DRAM read buffer in MiB, >= 16 (default 1024)\n"
+      "  --trials    trials per ceiling, the best is kept (default 10)\n"
+      "  --passes    whole-buffer passes for the one-pass read rate, the median is\n"
+      "              kept (default 7)\n",
+      argv0);
   return to == stderr ? 2 : 0;
 }
 
@@ -61,6 +64,8 @@ int main(int argc, char** argv) {
         opt.dram_bytes = static_cast<size_t>(mib) << 20;
       } else if (arg == "--trials") {
         opt.trials = positive(value);
+      } else if (arg == "--passes") {
+        opt.passes = positive(value);
       } else {
         return usage(argv[0]);
       }

@@ -4,7 +4,8 @@
 # builds llama-server and llama-bench once (native CPU flags, Release, CPU only) into
 # third_party_peers/ (git-ignored, never committed), builds tokamak from this tree into
 # build-cmp/, then runs bench/compare/run_compare.py:
-#   - offline batch 1: llama-bench pp512 / tg128 vs tokamak bench throughput --concurrency 1
+#   - offline batch 1: llama-bench pp512 / tg128 vs tokamak bench throughput --concurrency 1,
+#     and the decode floor account: tokamak_ceilings (built with tokamak) after each repeat
 #   - serving, both servers up with equivalent settings, one client (tokamak bench serve):
 #     batch-1 latency, a concurrency sweep 1/4/16/32, the prefix-shared workload
 #   - runs alternate A/B and repeat; tables of medians, min-max and tokamak / llama.cpp
@@ -119,6 +120,9 @@ build_tokamak() {
   cmake -S "$ROOT" -B "$ROOT/build-cmp" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$ROOT/build-cmp" -j"$JOBS" --target tokamak >"$ROOT/build-cmp/build.log" 2>&1 ||
     { tail -30 "$ROOT/build-cmp/build.log" >&2; exit 1; }
+  # The read ceilings of the decode floor account (absent where Google Benchmark is).
+  cmake --build "$ROOT/build-cmp" -j"$JOBS" --target tokamak_ceilings >>"$ROOT/build-cmp/build.log" 2>&1 ||
+    log "no tokamak_ceilings: the offline tables come without the decode floor account"
   "$TOKAMAK" bench serve --help >/dev/null 2>&1 ||
     { log "this tokamak has no 'bench serve'"; exit 1; }
 }

@@ -13,7 +13,10 @@ its own seed (the same for both servers), so no prompt is ever seen twice by a s
 prompt cache except where the workload shares a prefix on purpose.
 
 Runs alternate A/B (the order flips every repeat) and the tables give medians, min-max and
-the ratio tokamak / llama.cpp. Everything lands in --out: per-run JSON, server logs,
+the ratio tokamak / llama.cpp. After each offline repeat, `tokamak_ceilings` (next to the
+tokamak binary, in bench/, or --ceilings) measures the read bandwidth, and the decode floor
+account puts both engines' decode time beside the time to read a token's bytes at that
+bandwidth (see decode_floors). Everything lands in --out: per-run JSON, server logs,
 summary.md, samples.json and the HTML reports.
 """
 import argparse
@@ -121,25 +124,100 @@ def offline_tokamak(a, out_dir, rep):
     with open(path) as f:
         d = json.load(f)
     prompt_len = d["prompt_tokens"] / d["config"]["num_prompts"]
-    return {"prefill_tok_s": prompt_len / (d["ttft_ms"]["p50"] / 1000),
-            "decode_tok_s": 1000 / d["tpot_ms"]["p50"]}
+    fig = {"prefill_tok_s": prompt_len / (d["ttft_ms"]["p50"] / 1000),
+           "decode_tok_s": 1000 / d["tpot_ms"]["p50"]}
+    # What a decode token reads (absent from builds before the floor account).
+    if "decode_weight_bytes" in d:
+        fig["weight_bytes"] = d["decode_weight_bytes"]
+        fig["kv_bytes_per_ctx_token"] = d["engine"]["kv_bytes_per_token"]
+    return fig
+
+
+def ceilings_path(a):
+    if a.ceilings:
+        return a.ceilings
+    path = os.path.join(os.path.dirname(os.path.abspath(a.tokamak)), "bench", "tokamak_ceilings")
+    return path if os.access(path, os.X_OK) else None
+
+
+def measure_read_bandwidth(a, out_dir, rep, pass_bytes):
+    """The read ceilings at a.threads: the best burst (read_bw) and the median of passes over
+    a buffer of a decode token's bytes (read_bw_pass), in bytes/s."""
+    path = os.path.join(out_dir, f"ceilings-r{rep}.json")
+    mib = max(16, int(pass_bytes / (1 << 20)))
+    run_checked([ceilings_path(a), "--threads", str(a.threads), "--dram-mib", str(mib),
+                 "--json", path], path + ".log")
+    with open(path) as f:
+        row = json.load(f)["rows"][0]
+    return row["read_bw"], row.get("read_bw_pass", 0.0)
+
+
+def decode_floors(a, fig, read_bw, read_bw_pass):
+    """A decode token's bytes (the weights once, the KV cache at the run's mean context: the
+    prompt and half the decoded tokens) and its floors: those bytes read at the best burst
+    and at the median one-pass rate measured right after the repeat."""
+    ctx = a.prefill_len + a.decode_len / 2
+    token_bytes = fig["weight_bytes"] + fig["kv_bytes_per_ctx_token"] * ctx
+    floors = {"token_mb": token_bytes / 1e6, "read_bw_gb_s": read_bw / 1e9,
+              "read_bw_pass_gb_s": read_bw_pass / 1e9, "floor_ms": 1000 * token_bytes / read_bw}
+    if read_bw_pass > 0:
+        floors["floor_pass_ms"] = 1000 * token_bytes / read_bw_pass
+    return floors
 
 
 def run_offline(a, samples):
+    """The offline repeats; returns the decode floor account, one entry per repeat (empty
+    without tokamak_ceilings or a tokamak that reports its bytes per token)."""
     out_dir = os.path.join(a.out, "offline")
     os.makedirs(out_dir, exist_ok=True)
     row = f"batch 1, {a.threads} threads"
+    floors = []
+    if ceilings_path(a) is None:
+        log("no tokamak_ceilings next to the tokamak binary (or --ceilings): no floor account")
     for rep in range(a.offline_repeats):
         order = [("tokamak", offline_tokamak), ("llama.cpp", offline_llamacpp)]
         if rep % 2:
             order.reverse()
+        figs = {}
         for name, fn in order:
             la = loadavg()
             fig = fn(a, out_dir, rep)
+            figs[name] = fig
             fig["load"] = la
             log(f"offline r{rep} {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in fig.items())
                 + f" (load -> {loadavg():.1f})")
-            samples.add("offline", row, name, fig)
+            samples.add("offline", row, name, {k: v for k, v in fig.items()
+                                               if k in ("prefill_tok_s", "decode_tok_s",
+                                                        "decode_d0_tok_s", "load")})
+        t = figs["tokamak"]
+        if ceilings_path(a) is None or "weight_bytes" not in t:
+            continue
+        token_bytes = t["weight_bytes"] + t["kv_bytes_per_ctx_token"] * a.prefill_len
+        bw, bw_pass = measure_read_bandwidth(a, out_dir, rep, token_bytes)
+        entry = decode_floors(a, t, bw, bw_pass)
+        for name in stats.SERVERS:
+            entry[f"{name}_ms"] = 1000 / figs[name]["decode_tok_s"]
+        log(f"offline r{rep} floors: " + ", ".join(f"{k} {v:.1f}" for k, v in entry.items()))
+        floors.append(entry)
+    return floors
+
+
+def floor_table(floors):
+    """Markdown: per repeat, a decode token's bytes, the read rates measured after it, the
+    floors and each engine's decode time as a multiple of them."""
+    out = ["| repeat | MB a token | read GB/s: best burst / median pass | floor ms: burst / "
+           "pass | tokamak ms | x burst floor | x pass floor | llama.cpp ms | x burst floor | "
+           "x pass floor |", "|---" * 10 + "|"]
+    for i, f in enumerate(floors):
+        cells = [str(i), f"{f['token_mb']:.1f}",
+                 f"{f['read_bw_gb_s']:.1f} / {f['read_bw_pass_gb_s']:.1f}",
+                 f"{f['floor_ms']:.1f} / {f.get('floor_pass_ms', float('nan')):.1f}"]
+        for name in stats.SERVERS:
+            ms = f[f"{name}_ms"]
+            cells += [f"{ms:.1f}", f"**{ms / f['floor_ms']:.2f}**",
+                      f"{ms / f['floor_pass_ms']:.2f}" if "floor_pass_ms" in f else "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 # --- serving ------------------------------------------------------------------------------
@@ -292,6 +370,8 @@ def parse_args():
     ap.add_argument("--tokamak", required=True)
     ap.add_argument("--llama-server", required=True)
     ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--ceilings", help="tokamak_ceilings binary (default: bench/ next to "
+                    "--tokamak)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
@@ -362,8 +442,7 @@ def main():
     log(f"model {a.model}, {a.threads} threads, {a.repeats} repeats, out {a.out}, "
         f"llama.cpp OpenMP wait {a.llama_omp} ({LLAMA_OMP_TEXT[a.llama_omp]}), "
         f"load average {loadavg():.1f}")
-    if not a.skip_offline:
-        run_offline(a, samples)
+    floors = [] if a.skip_offline else run_offline(a, samples)
     runs_by_key = {} if a.skip_serve else run_serving(a, samples)
 
     with open(os.path.join(a.out, "samples.json"), "w") as f:
@@ -387,6 +466,13 @@ def main():
                        "higher"), stats.LOAD_METRIC]), "",
                   "Per repeat, tokamak / llama.cpp:", "",
                   stats.per_repeat_table(samples, "offline", stats.OFFLINE_METRICS), ""]
+    if floors:
+        lines += ["## Decode floor (bytes a decode token reads at the measured read bandwidth)",
+                  "", "The weights once and the KV cache at the mean context "
+                  f"({a.prefill_len} + {a.decode_len} / 2 tokens). Read bandwidth from "
+                  f"`tokamak_ceilings --threads {a.threads}` after each repeat: the best short "
+                  "burst, and the median of one-pass reads of a buffer of those bytes (what a "
+                  "decode step, one pass over them, can expect).", "", floor_table(floors), ""]
     for section in ("batch-1", "sweep", "prefix-shared"):
         if any(s == section for s, _ in samples.rows):
             lines += [f"## Serving: {section}", "",

@@ -193,6 +193,11 @@ void run_throughput_bench(const ThroughputConfig& c) {
                    percent(stats.prefix_cache_hits, stats.prefix_cache_queries))},
       {"engine steps", fmt::format("{}", stats.steps)},
       {"peak resident memory", format_mib(peak_rss)},
+      // What a decode floor is computed from (docs/BENCHMARKS.md): bytes read per token.
+      {"decode reads per token",
+       fmt::format("{:.1f} MB of weights + {:.0f} B of KV per token of context",
+                   static_cast<double>(loaded.model->decode_weight_bytes()) / 1e6,
+                   engine.core().kv_cache().bytes_per_token())},
   };
   std::printf("\n== tokamak bench throughput ==\n%s\n%s\n%s",
               format_table(summary, Align::Left).c_str(), format_table(latency).c_str(),
@@ -244,6 +249,7 @@ void run_throughput_bench(const ThroughputConfig& c) {
       {"prefix_cache_hits", stats.prefix_cache_hits},
       {"engine_steps", stats.steps},
       {"peak_resident_bytes", peak_rss ? nlohmann::json(*peak_rss) : nullptr},
+      {"decode_weight_bytes", loaded.model->decode_weight_bytes()},
   };
   write_json(c.json_path, doc);
   std::fprintf(stderr, "[bench] wrote %s\n", c.json_path.c_str());

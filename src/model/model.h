@@ -50,6 +50,12 @@ class Model {
   // token ids out of the vocabulary, logit rows out of order, wrong logits size).
   virtual void forward(const Batch& batch, KVCache& kv, std::span<float> logits) = 0;
 
+  // Bytes of weights one decode token reads, in the form the backend computes with (repacked
+  // copies included): every matrix and norm of every layer and the output head once, and one
+  // row of the embedding table. With the KV bytes it reads, the numerator of a decode floor
+  // (docs/BENCHMARKS.md).
+  virtual int64_t decode_weight_bytes() const = 0;
+
   // The shape of a paged KV cache for this model (PagedKVCache is built by the engine, sized
   // from its memory budget).
   virtual KVCacheShape kv_shape(int32_t block_size) const = 0;

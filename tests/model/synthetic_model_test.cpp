@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
@@ -106,6 +108,39 @@ TEST(SyntheticModelTest, IsasAgree) {
       continue;
     }
     expect_within_rounding(ref, logits, isa_name(isa));
+  }
+}
+
+// A decode token reads every tensor of the file once but the embedding table, of which it
+// reads one row, unless the output head is that table: whatever form the backend computes
+// with (repacked, stacked, gated or GGUF's own), on every level.
+TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
+  for (const DType weights : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+    for (const bool tied : {false, true}) {
+      SyntheticModelSpec s;
+      s.weight_dtype = weights;
+      s.embedding_dtype = DType::Q8_0;
+      s.tied_output = tied;
+      test::TempFile tmp("decode_bytes");
+      const auto file = test::write_and_open(make_synthetic_model(s), tmp);
+      int64_t expected = 0;
+      for (const gguf::TensorInfo& t : file->tensors()) {
+        if (t.name != "token_embd.weight" || tied) expected += static_cast<int64_t>(t.nbytes);
+      }
+      expected += static_cast<int64_t>(row_bytes(DType::Q8_0, s.n_embd));
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (isa > best_isa(cpu_features())) continue;
+        for (const bool repack : {true, false}) {
+          ModelOptions opts = test::options(2, 8);
+          opts.isa = isa;
+          opts.repack_weights = repack;
+          const auto model = Model::load(file, opts);
+          EXPECT_EQ(model->decode_weight_bytes(), expected)
+              << dtype_name(weights) << (tied ? " tied" : " untied") << " " << isa_name(isa)
+              << (repack ? " repacked" : "");
+        }
+      }
+    }
   }
 }
 

@@ -66,6 +66,27 @@ class LlamaModel final : public Model {
     return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, block_size};
   }
 
+  int64_t decode_weight_bytes() const override {
+    const auto bytes = [](const Tensor& t) {
+      return t.data != nullptr ? static_cast<int64_t>(t.nbytes()) : int64_t{0};
+    };
+    int64_t sum = static_cast<int64_t>(row_bytes(w_.token_embd.dtype, hp_.n_embd)) +
+                  bytes(w_.output_norm) + bytes(w_.output);
+    for (const LlamaLayerWeights& L : w_.layers) {
+      // The forms run() uses: stacked or gated where prepare_matmul_weights made them.
+      sum += bytes(L.attn_norm) + bytes(L.ffn_norm) + bytes(L.wo) + bytes(L.w_down);
+      sum += L.w_qkv.data != nullptr ? bytes(L.w_qkv) : bytes(L.wq) + bytes(L.wk) + bytes(L.wv);
+      if (L.w_gated.data != nullptr) {
+        sum += 2 * bytes(L.w_gated);  // shaped as its output, (n_ff, n_embd), holding both
+      } else if (L.w_gate_up.data != nullptr) {
+        sum += bytes(L.w_gate_up);
+      } else {
+        sum += bytes(L.w_gate) + bytes(L.w_up);
+      }
+    }
+    return sum;
+  }
+
   void forward(const Batch& batch, KVCache& kv, std::span<float> logits) override;
   void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) override;
   void shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks, int32_t first_row,

@@ -74,10 +74,6 @@ inline std::unique_ptr<TestModel> load_synthetic(const SyntheticModelSpec& spec,
   return load_model(make_synthetic_model(spec), threads, max_batch_tokens);
 }
 
-inline std::string default_model_path() {
-  return std::string(TOKAMAK_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 // The default model, or null when models/ does not have it.
 inline std::unique_ptr<TestModel> load_default_model(int threads, int32_t max_batch_tokens) {
   if (!std::filesystem::exists(default_model_path())) return nullptr;

@@ -15,6 +15,7 @@
 namespace tokamak::gguf {
 namespace {
 
+using test::error_of;
 using test::pattern_bytes;
 
 // Compares two values recursively: type, item type, payload.
@@ -252,18 +253,6 @@ class Getters : public ::testing::Test {
     return File::from_bytes("getters.gguf", w.to_bytes());
   }
   const File f = make();
-
-  // The Error message from `fn`, or "" (and a failure) if it does not throw.
-  template <typename Fn>
-  static std::string error_of(Fn fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an Error";
-    return "";
-  }
 };
 
 TEST_F(Getters, PresentValues) {

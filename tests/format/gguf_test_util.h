@@ -67,16 +67,22 @@ class RawGguf {
 
 inline constexpr const char* kTestName = "test.gguf";
 
-// The Error message from parsing `bytes` as kTestName, or "" (and a test failure) if it
-// parses.
-inline std::string parse_error(const std::vector<uint8_t>& bytes) {
+// The Error message from `fn`, or "" (and a failure) if it does not throw.
+template <typename Fn>
+std::string error_of(Fn fn) {
   try {
-    File::from_bytes(kTestName, bytes);
+    fn();
   } catch (const Error& e) {
     return e.what();
   }
   ADD_FAILURE() << "expected an Error";
   return "";
+}
+
+// The Error message from parsing `bytes` as kTestName, or "" (and a test failure) if it
+// parses.
+inline std::string parse_error(const std::vector<uint8_t>& bytes) {
+  return error_of([&] { File::from_bytes(kTestName, bytes); });
 }
 
 // A fresh directory under the system's temporary directory, removed with its contents.

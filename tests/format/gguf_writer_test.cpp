@@ -15,18 +15,8 @@
 namespace tokamak::gguf {
 namespace {
 
+using test::error_of;
 using test::pattern_bytes;
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
-}
 
 TEST(Writer, RejectsBadVersionAndAlignment) {
   EXPECT_THROW(Writer(1), Error);

@@ -24,6 +24,22 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
   return v;
 }
 
+// A finite half of varied kind: normal (small to large), subnormal or zero, either sign.
+inline uint16_t random_half(std::mt19937_64& rng) {
+  const uint16_t sign = rng() % 2 ? 0x8000 : 0;
+  const uint16_t mant = static_cast<uint16_t>(rng() % 1024);
+  switch (rng() % 8) {
+    case 0:  // subnormal (or zero when mant == 0)
+      return sign | mant;
+    case 1:  // zero
+      return sign;
+    case 2:  // large: 2^8 .. 2^15
+      return sign | static_cast<uint16_t>((23 + rng() % 8) << 10) | mant;
+    default:  // 2^-14 .. 2^3, where real scales live
+      return sign | static_cast<uint16_t>((1 + rng() % 18) << 10) | mant;
+  }
+}
+
 // Every SIMD table this CPU supports, with a name for messages.
 struct NamedTable {
   std::string name;

@@ -19,23 +19,9 @@
 namespace tokamak::cpu {
 namespace {
 
-const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+using test::random_half;
 
-// A finite half: normal (small to large), subnormal or zero, either sign.
-uint16_t random_half(std::mt19937_64& rng) {
-  const uint16_t sign = rng() % 2 ? 0x8000 : 0;
-  const uint16_t mant = static_cast<uint16_t>(rng() % 1024);
-  switch (rng() % 8) {
-    case 0:
-      return sign | mant;
-    case 1:
-      return sign;
-    case 2:
-      return sign | static_cast<uint16_t>((23 + rng() % 8) << 10) | mant;
-    default:
-      return sign | static_cast<uint16_t>((1 + rng() % 18) << 10) | mant;
-  }
-}
+const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
 
 // n rows of random blocks of `base`, contiguous.
 std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::mt19937_64& rng) {

@@ -18,6 +18,8 @@
 namespace tokamak::cpu::quant_dots_avx512_test {
 namespace {
 
+using test::random_half;
+
 struct Tables {
   const KernelTable* avx2 = nullptr;
   const KernelTable* avx512 = nullptr;
@@ -34,22 +36,6 @@ Tables tables() {
 
 const DotKernel& kernel(const KernelTable& kt, DType wt) {
   return wt == DType::Q4_0 ? kt.q4_0 : wt == DType::Q4_1 ? kt.q4_1 : kt.q8_0;
-}
-
-// A finite half of varied kind: normal (small to large), subnormal or zero, either sign.
-uint16_t random_half(std::mt19937_64& rng) {
-  const uint16_t sign = rng() % 2 ? 0x8000 : 0;
-  const uint16_t mant = static_cast<uint16_t>(rng() % 1024);
-  switch (rng() % 8) {
-    case 0:  // subnormal (or zero when mant == 0)
-      return sign | mant;
-    case 1:  // zero
-      return sign;
-    case 2:  // large: 2^8 .. 2^15
-      return sign | static_cast<uint16_t>((23 + rng() % 8) << 10) | mant;
-    default:  // 2^-14 .. 2^3, where real scales live
-      return sign | static_cast<uint16_t>((1 + rng() % 18) << 10) | mant;
-  }
 }
 
 // `rows` rows of `blocks` blocks of `dtype` with random bits, rows `stride` bytes apart (the

@@ -42,6 +42,12 @@ class TempFile {
   std::string path_;
 };
 
+// The default model in the source tree's models/ (scripts/fetch_model.sh puts it there); tests
+// that need it skip when it is missing.
+inline std::string default_model_path() {
+  return std::string(TOKAMAK_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
 inline std::shared_ptr<const gguf::File> open_shared(const std::string& path) {
   return std::make_shared<const gguf::File>(gguf::File::open(path));
 }

@@ -37,6 +37,7 @@
 namespace tokamak::ragged_forward_test {
 namespace {
 
+using test::default_model_path;
 using test::options;
 
 std::vector<int32_t> iota(int32_t from, int32_t n) {
@@ -320,10 +321,6 @@ const std::vector<int32_t> kChatPrompt = {
     1,   9690, 198,  2683, 359,   253,  5356, 5646, 11173, 3365, 3511, 308,   34519,
     28,  7018, 411,  407,  19712, 8182, 2,    198,  1,     4093, 198,  14413, 2240,
     314, 260,  3575, 282,  4649,  47,   2,    198,  1,     520,  9531, 198};
-
-std::string default_model_path() {
-  return std::string(TOKAMAK_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 // Decode over the paged cache gives the very bits of the one-shot prefill on the real model
 // too: the engine's decode step is no different computation from its prefill.

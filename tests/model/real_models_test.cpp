@@ -19,6 +19,8 @@
 namespace tokamak::real_models_test {
 namespace {
 
+using test::default_model_path;
+
 struct Run {
   std::vector<int32_t> tokens;  // generated
   std::vector<float> logits;    // of every step, concatenated
@@ -123,10 +125,6 @@ TEST(Stories260KTest, LoadsHyperParameters) {
   EXPECT_EQ(hp.n_ff, 172);
   EXPECT_EQ(hp.n_vocab, 512);
   EXPECT_FLOAT_EQ(hp.rope_freq_base, 10000.0f);
-}
-
-std::string default_model_path() {
-  return std::string(TOKAMAK_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 TEST(DefaultModelTest, GreedyContinuationIsFiniteAndDeterministic) {

@@ -24,10 +24,7 @@ namespace tokamak {
 namespace {
 
 using test::random_floats;
-
-std::vector<Isa> isas() {
-  return test::supported_isas();
-}
+using test::supported_isas;
 
 std::vector<uint8_t> encode(DType d, const std::vector<float>& x, int64_t k) {
   const size_t rb = row_bytes(d, k);
@@ -57,7 +54,7 @@ TEST_P(CpuOpsTest, MatmulIsThreadCountInvariantAndCloseToReference) {
     const Tensor wt_view = Tensor::contiguous(wt, {n, k}, w.data());
     auto x = xf;
     const Tensor xt = Tensor::contiguous(DType::F32, {m, k}, x.data());
-    for (Isa isa : isas()) {
+    for (Isa isa : supported_isas()) {
       std::vector<float> first;
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
@@ -114,7 +111,7 @@ TEST(CpuOpsFusedTest, EpiloguesEqualTheUnfusedOps) {
       auto up_data = encode(wt, random_floats(static_cast<size_t>(n * k), 60 + n), k);
       const Tensor gate = Tensor::contiguous(wt, {n, k}, gate_data.data());
       const Tensor up = Tensor::contiguous(wt, {n, k}, up_data.data());
-      for (Isa isa : isas()) {
+      for (Isa isa : supported_isas()) {
         for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           CpuOps ops(pool, isa);
@@ -192,7 +189,7 @@ TEST(CpuOpsFusedTest, RopeWhileWritingKeysEqualsRopeThenWrite) {
     slots[size_t(i)] = (i * 7) % 48;  // distinct, out of order
   }
   for (KVDType dtype : {KVDType::F16, KVDType::Int8, KVDType::Q4}) {
-    for (Isa isa : isas()) {
+    for (Isa isa : supported_isas()) {
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         CpuOps ops(pool, isa);
@@ -229,7 +226,7 @@ TEST(CpuOpsStackedTest, EachOutputEqualsItsOwnMatmul) {
       data.push_back(encode(wt, random_floats(static_cast<size_t>(rows[i] * k), 20 + i), k));
       ws.push_back(Tensor::contiguous(wt, {rows[i], k}, data.back().data()));
     }
-    for (Isa isa : isas()) {
+    for (Isa isa : supported_isas()) {
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         CpuOps ops(pool, isa);
@@ -365,7 +362,7 @@ TEST(CpuOpsRowTest, AttentionMapsHeadsAndPositions) {
   const std::vector<int32_t> pos = {10, 11, 12, 39};
   const int64_t t = static_cast<int64_t>(pos.size());
   auto q = random_floats(static_cast<size_t>(t * n_head * dk), 8);
-  for (Isa isa : isas()) {
+  for (Isa isa : supported_isas()) {
     std::vector<float> first;
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);

@@ -24,10 +24,6 @@ namespace {
 
 using test::random_floats;
 
-std::vector<Isa> isas() {
-  return test::supported_isas();
-}
-
 bool same_bits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
@@ -39,7 +35,7 @@ TEST(PagedKVWriteTest, RowsLandWhereTheLayoutSays) {
   const auto k = random_floats(static_cast<size_t>(t * n_head_kv * dk), 1);
   const auto v = random_floats(static_cast<size_t>(t * n_head_kv * dv), 2);
   constexpr uint16_t kUntouched = 0xabcd;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::supported_isas()) {
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       CpuOps ops(pool, isa);
@@ -191,7 +187,7 @@ TEST_P(PagedAttentionOpsTest, RaggedBatchEqualsEachSequenceAloneAndPlainAttentio
   const std::vector<std::pair<int32_t, int32_t>> seq_shapes = {
       {40, 40}, {257, 1}, {100, 30}, {1, 1}, {16, 1}, {33, 5}, {700, 1}};
   const float kSentinel = 12345.0f;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::supported_isas()) {
     PagedBatch batch(shape, seq_shapes, 11);
     std::vector<float> first;  // the batch's output with one thread
     for (int threads : {1, 2}) {
@@ -273,7 +269,7 @@ TEST_P(PagedAttentionOpsTest, BlockMassIsTheSoftmaxWeightPerBlock) {
   const int32_t nq = 9;
   const int32_t n_blocks = (ctx + shape.block_size - 1) / shape.block_size;
   const double tol = shape.dtype == KVDType::F32 ? 1e-5 : shape.dtype == KVDType::F16 ? 2e-3 : 0.1;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::supported_isas()) {
     PagedBatch batch(shape, {{ctx, nq}, {40, 3}}, 31);
     std::vector<float> first_mass;
     for (int threads : {1, 2}) {
@@ -340,7 +336,7 @@ TEST_P(PagedAttentionOpsTest, BlockMassIsTheSoftmaxWeightPerBlock) {
 TEST_P(PagedAttentionOpsTest, PrefillChunkingDoesNotChangeBits) {
   const Shape shape = GetParam();
   const int32_t n = 100;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::supported_isas()) {
     PagedBatch batch(shape, {{n, n}}, 21);
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
@@ -373,7 +369,7 @@ TEST_P(PagedAttentionOpsTest, PrefillChunkingDoesNotChangeBits) {
 TEST_P(PagedAttentionOpsTest, WritingInChunksGivesTheSameBytes) {
   const Shape shape = GetParam();
   const int32_t n = 70;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::supported_isas()) {
     std::vector<uint8_t> first;
     for (int threads : {1, 2}) {
       for (const std::vector<int32_t>& chunks :

@@ -9,10 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include "http_test_server.h"
 #include "server/http_wire.h"
 
 namespace tokamak::server {
 namespace {
+
+using testing::text;
 
 struct Harness {
   explicit Harness(RequestFraming framing = {}, size_t max_unsent = 1 << 20) {
@@ -31,13 +34,6 @@ struct Harness {
   std::atomic<int> wakes = 0;
   std::shared_ptr<ResponseChannel> channel;
 };
-
-HttpResponse text(std::string body) {
-  HttpResponse r;
-  r.content_type = "text/plain";
-  r.body = std::move(body);
-  return r;
-}
 
 TEST(ResponseChannel, SendQueuesTheWholeResponse) {
   Harness h;

@@ -13,26 +13,13 @@
 
 #include "core/error.h"
 #include "http_test_client.h"
+#include "http_test_server.h"
 
 namespace tokamak::server::http_server_test {
 namespace {
 
 using namespace testing;
 using namespace std::chrono_literals;
-
-HttpServerOptions test_options() {
-  HttpServerOptions o;
-  o.port = 0;
-  o.io_threads = 2;
-  return o;
-}
-
-HttpResponse text(std::string body) {
-  HttpResponse r;
-  r.content_type = "text/plain";
-  r.body = std::move(body);
-  return r;
-}
 
 // GET and POST /hello answer "hello <query>"; POST /echo answers the body.
 void add_echo_routes(HttpServer& server) {

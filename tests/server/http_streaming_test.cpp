@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "http_test_client.h"
+#include "http_test_server.h"
 #include "server/http_server.h"
 
 namespace tokamak::server::http_streaming_test {
@@ -19,20 +20,6 @@ namespace {
 
 using namespace testing;
 using namespace std::chrono_literals;
-
-HttpServerOptions test_options() {
-  HttpServerOptions o;
-  o.port = 0;
-  o.io_threads = 2;
-  return o;
-}
-
-HttpResponse text(std::string body) {
-  HttpResponse r;
-  r.content_type = "text/plain";
-  r.body = std::move(body);
-  return r;
-}
 
 // Hands the writers of a route's requests to the test thread, which then answers.
 class WriterBox {

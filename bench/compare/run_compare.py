@@ -152,12 +152,15 @@ def measure_read_bandwidth(a, out_dir, rep, pass_bytes):
     return row["read_bw"], row.get("read_bw_pass", 0.0)
 
 
-def decode_floors(a, fig, read_bw, read_bw_pass):
-    """A decode token's bytes (the weights once, the KV cache at the run's mean context: the
-    prompt and half the decoded tokens) and its floors: those bytes read at the best burst
-    and at the median one-pass rate measured right after the repeat."""
-    ctx = a.prefill_len + a.decode_len / 2
-    token_bytes = fig["weight_bytes"] + fig["kv_bytes_per_ctx_token"] * ctx
+def decode_token_bytes(a, fig):
+    """A decode token's bytes: the weights once, the KV cache at the run's mean context (the
+    prompt and half the decoded tokens)."""
+    return fig["weight_bytes"] + fig["kv_bytes_per_ctx_token"] * (a.prefill_len + a.decode_len / 2)
+
+
+def decode_floors(token_bytes, read_bw, read_bw_pass):
+    """The floors of a decode token of token_bytes: those bytes read at the best burst and at
+    the median one-pass rate measured right after the repeat."""
     floors = {"token_mb": token_bytes / 1e6, "read_bw_gb_s": read_bw / 1e9,
               "read_bw_pass_gb_s": read_bw_pass / 1e9, "floor_ms": 1000 * token_bytes / read_bw}
     if read_bw_pass > 0:
@@ -192,14 +195,14 @@ def run_offline(a, samples):
         t = figs["tokamak"]
         if ceilings_path(a) is None or "weight_bytes" not in t:
             continue
-        token_bytes = t["weight_bytes"] + t["kv_bytes_per_ctx_token"] * a.prefill_len
+        token_bytes = decode_token_bytes(a, t)
         try:
             bw, bw_pass = measure_read_bandwidth(a, out_dir, rep, token_bytes)
         except (RuntimeError, OSError, KeyError, ValueError) as e:
             # A side measurement: the comparison itself goes on without it.
             log(f"offline r{rep}: no read bandwidth, no floor for this repeat ({e})")
             continue
-        entry = decode_floors(a, t, bw, bw_pass)
+        entry = decode_floors(token_bytes, bw, bw_pass)
         for name in stats.SERVERS:
             entry[f"{name}_ms"] = 1000 / figs[name]["decode_tok_s"]
         log(f"offline r{rep} floors: " + ", ".join(f"{k} {v:.1f}" for k, v in entry.items()))

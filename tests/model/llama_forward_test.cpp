@@ -57,15 +57,10 @@ SyntheticModelSpec spec_for(const Case& c) {
 }
 
 using test::options;
+using test::iota;
 
 std::vector<int32_t> prompt() {
   return {1, 17, 250, 3, 99, 42, 42, 7, 299, 128, 64};
-}
-
-std::vector<int32_t> iota(int32_t from, int32_t n) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), from);
-  return v;
 }
 
 // Runs `tokens` through a fresh cache in chunks of the given sizes; logits of every row.

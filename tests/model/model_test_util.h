@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ class TempFile {
 // that need it skip when it is missing.
 inline std::string default_model_path() {
   return std::string(TOKAMAK_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// n consecutive token ids or positions from `from` on.
+inline std::vector<int32_t> iota(int32_t from, int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), from);
+  return v;
 }
 
 inline std::shared_ptr<const gguf::File> open_shared(const std::string& path) {

@@ -38,13 +38,8 @@ namespace tokamak::ragged_forward_test {
 namespace {
 
 using test::default_model_path;
+using test::iota;
 using test::options;
-
-std::vector<int32_t> iota(int32_t from, int32_t n) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
 
 // Where one sequence's tokens live in the paged cache: block size and which blocks, in
 // order. Blocks are taken from the end of the pool, backwards, so that token order and block

@@ -56,8 +56,8 @@ SyntheticModelSpec spec_for(const Case& c) {
   return s;
 }
 
-using test::options;
 using test::iota;
+using test::options;
 
 std::vector<int32_t> prompt() {
   return {1, 17, 250, 3, 99, 42, 42, 7, 299, 128, 64};

@@ -151,8 +151,13 @@ constexpr int32_t kContexts[] = {512, 2048, 8192};
 // each, in KV dtypes `dtypes`. The pool holds as many sequences' worth of blocks as the
 // footprint needs, in a random block order (a cache that has been in use), and each iteration
 // attends over the next `batch` sequences' block tables.
+//
+// With queries > 1, a prefill chunk instead: each sequence's last `queries` tokens query it
+// causally, as one sequence of that many queries (`together`: the way a prefill step passes
+// them, which the kernel takes in blocks) or as that many one-query sequences of growing
+// contexts (the same work, one query at a time).
 void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtypes, AttnShape shape,
-                        int32_t ctx, int32_t batch, int threads) {
+                        int32_t ctx, int32_t batch, int threads, int32_t queries, bool together) {
   Ops& ops = bc->ops(threads, 1, 1);
   const int32_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
   PagedKVView kv;
@@ -214,11 +219,12 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtyp
   }
 
   const int64_t q_elems = int64_t{shape.n_head} * kHeadDim;
-  AlignedBuffer<float> q(static_cast<size_t>(q_elems * batch));
-  AlignedBuffer<float> out(static_cast<size_t>(q_elems * batch));
+  const int64_t rows = int64_t{batch} * queries;
+  AlignedBuffer<float> q(static_cast<size_t>(q_elems * rows));
+  AlignedBuffer<float> out(static_cast<size_t>(q_elems * rows));
   fill_random(q.data(), q.size(), 13);
-  const Tensor qt = Tensor::contiguous(DType::F32, {batch, shape.n_head, kHeadDim}, q.data());
-  const Tensor ot = Tensor::contiguous(DType::F32, {batch, q_elems}, out.data());
+  const Tensor qt = Tensor::contiguous(DType::F32, {rows, shape.n_head, kHeadDim}, q.data());
+  const Tensor ot = Tensor::contiguous(DType::F32, {rows, q_elems}, out.data());
   AttentionParams p;
   p.n_head = shape.n_head;
   p.n_head_kv = shape.n_head_kv;
@@ -227,19 +233,30 @@ void bm_paged_attention(benchmark::State& state, BenchContext* bc, KVDTypes dtyp
 
   size_t seq = 0;
   const OnCpu on_cpu(threads);
-  std::vector<SeqAttention> step(static_cast<size_t>(batch));
+  std::vector<SeqAttention> step;
   for (auto _ : state) {
+    step.clear();
     for (int32_t i = 0; i < batch; ++i) {
-      step[static_cast<size_t>(i)] = {i, 1, ctx,
-                                      blocks.data() + seq * static_cast<size_t>(blocks_per_seq)};
+      const int32_t* table = blocks.data() + seq * static_cast<size_t>(blocks_per_seq);
+      const int32_t first_row = i * queries;
+      if (together) {
+        step.push_back({first_row, queries, ctx, table});
+      } else {
+        for (int32_t r = 0; r < queries; ++r) {
+          step.push_back({first_row + r, 1, ctx - queries + 1 + r, table});
+        }
+      }
       seq = seq + 1 == n_seqs ? 0 : seq + 1;
     }
     ops.paged_attention(qt, kv, step, p, ot);
     benchmark::ClobberMemory();
   }
+  // The keys each query reads: ctx for a decode query, ctx - queries / 2 on average for a
+  // prefill chunk's.
+  const double attended = queries == 1 ? ctx : (ctx - queries / 2.0 + 0.5) * queries;
   const double kv_bytes = static_cast<double>(block_bytes) * ctx / kBlockSize;
-  set_counters(state, *bc, on_cpu, batch * (kv_bytes + 8.0 * q_elems),
-               4.0 * batch * shape.n_head * ctx * kHeadDim, Arith::Fma, Memory::Dram, threads);
+  set_counters(state, *bc, on_cpu, batch * (kv_bytes + 8.0 * q_elems * queries),
+               4.0 * batch * shape.n_head * attended * kHeadDim, Arith::Fma, Memory::Dram, threads);
 }
 
 // ---- Row-wise ops (their operands are activations: cache-resident in a forward) -------------
@@ -320,7 +337,7 @@ void register_all(BenchContext* ctx) {
         const std::string name = std::string("paged_attention/") + shape.name +
                                  "/ctx:" + std::to_string(n_ctx) + "/t:" + std::to_string(t);
         tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16,
-                                          shape, n_ctx, 1, t));
+                                          shape, n_ctx, 1, t, 1, true));
       }
     }
   }
@@ -331,7 +348,20 @@ void register_all(BenchContext* ctx) {
       const std::string name =
           std::string("paged_attention_batch/") + shape.name + "/32x192/t:" + std::to_string(t);
       tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16, shape,
-                                        192, 32, t));
+                                        192, 32, t, 1, true));
+    }
+  }
+  // A 512-token prefill chunk at the end of a 2,048-token prompt, its queries as a prefill step
+  // passes them and one at a time.
+  for (const AttnShape& shape : kAttnShapes) {
+    for (bool together : {true, false}) {
+      for (int t : kThreadCounts) {
+        const std::string name = std::string("paged_attention_prefill/") + shape.name +
+                                 "/512q-ctx:2048/" + (together ? "together" : "one_by_one") +
+                                 "/t:" + std::to_string(t);
+        tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, KVDType::F16,
+                                          shape, 2048, 1, t, 512, together));
+      }
     }
   }
   // The other KV dtypes, at one context: the cost of decoding in registers against the bytes
@@ -345,7 +375,7 @@ void register_all(BenchContext* ctx) {
         const std::string name = "paged_attention_kv/" + kv_dtypes_name(dtype) + "/" + shape.name +
                                  "/ctx:2048/t:" + std::to_string(t);
         tune(benchmark::RegisterBenchmark(name.c_str(), bm_paged_attention, ctx, dtype, shape, 2048,
-                                          1, t));
+                                          1, t, 1, true));
       }
     }
   }

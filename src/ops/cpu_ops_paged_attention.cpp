@@ -1,6 +1,7 @@
 // CpuOps::paged_attention: the (sequence, KV head, query) items of a step, shared among
-// threads, split into their context's spans when there are too few of them (split-K), and
-// the attention-mass tracking of the sequences that ask for it.
+// threads, split into their context's spans when there are too few of them (split-K), a
+// prefill chunk's queries taken in blocks, and the attention-mass tracking of the sequences
+// that ask for it.
 
 #include <algorithm>
 #include <cassert>
@@ -24,6 +25,12 @@ using cpu_ops_detail::Rows;
 // eight items (the 1B shape's) keep both busy, and splitting them came out slower at 512
 // and 2,048 tokens (88-96 -> 93-164 us, 333-342 -> 438-499 us).
 constexpr int64_t kSplitBelowItemsPerThread = 2;
+
+// Query tokens of a prefill chunk per item (one KV head of one sequence): the kernel reads and
+// decodes each K/V tile once for all of them (cpu::paged_attention_queries). Eight: the most
+// its stack states take for the default model's and the 1B shape's groups; the 512 queries of a
+// prefill chunk still make 64 items per KV head for the threads to share.
+constexpr int32_t kQueriesPerItem = 8;
 
 [[maybe_unused]] bool blocks_in_pool(const SeqAttention& s, const PagedKVView& kv) {
   const int64_t n_blocks = (int64_t{s.context_len} + kv.block_size - 1) / kv.block_size;
@@ -52,7 +59,9 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
 
   // Work items: (sequence, KV head, chunk of at most kMaxGroup query heads, query token), in
   // that order, so that neighbouring items read the same K/V tiles. Each item is one kernel
-  // call whose result depends on its own query and context alone.
+  // call whose result depends on its own query and context alone. Outside split-K an item
+  // takes a block of a sequence's consecutive query tokens (kQueriesPerItem), each still with
+  // the bits of its own call (cpu::paged_attention_queries).
   const int32_t group = p.n_head / p.n_head_kv;
   const int32_t n_chunks = (group + cpu::kMaxGroup - 1) / cpu::kMaxGroup;
   const int64_t per_query = int64_t{p.n_head_kv} * n_chunks;
@@ -66,8 +75,6 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
     work += per_query * s.n_query * s.context_len;
   }
   if (n_items == 0) return;
-  const int64_t cost_per_item =
-      work / n_items * std::min(group, cpu::kMaxGroup) * (int64_t{p.head_dim_k} + p.head_dim_v);
 
   // Attention-mass tracking: each item of a tracked sequence sums its heads' softmax weights
   // per block into its own row of mass_rows_ (no two threads share a row); the rows are
@@ -88,13 +95,29 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   // and the rest from the hot copies.
   const bool hot_window = kv.hot_window_blocks > 0;
   const PagedKVView hot = hot_window ? kv.hot_view() : PagedKVView{};
-  // The kernel call of an item, and its sequence (si, found from a hint: items come in order).
-  const auto item_args = [&](int64_t item, size_t& si, int64_t& first, int64_t& local) {
-    while (item >= first + per_query * seqs[si].n_query) first += per_query * seqs[si++].n_query;
+  // Queries per item of a sequence: one, or with `blocked` up to kQueriesPerItem consecutive
+  // ones, except where a query's call has more than the block shares: a hot window (each
+  // query's own cold segment) or attention-mass tracking (each query's scores).
+  bool blocked = false;
+  const auto block_of = [&](const SeqAttention& s) -> int32_t {
+    return blocked && !hot_window && s.block_mass == nullptr ? kQueriesPerItem : 1;
+  };
+  const auto blocks_of = [&](const SeqAttention& s) -> int64_t {
+    return (s.n_query + block_of(s) - 1) / block_of(s);
+  };
+  // The kernel call of an item (its first query's, with n_queries queries), and its sequence
+  // (si, found from a hint: items come in order).
+  const auto item_args = [&](int64_t item, size_t& si, int64_t& first, int64_t& local,
+                             int32_t* n_queries = nullptr) {
+    while (item >= first + per_query * blocks_of(seqs[si])) {
+      first += per_query * blocks_of(seqs[si++]);
+    }
     const SeqAttention& s = seqs[si];
     local = item - first;
-    const int32_t i = static_cast<int32_t>(local % s.n_query);
-    const auto head_chunk = static_cast<int32_t>(local / s.n_query);
+    const int32_t qb = block_of(s);
+    const auto i = static_cast<int32_t>(local % blocks_of(s) * qb);
+    if (n_queries != nullptr) *n_queries = std::min(qb, s.n_query - i);
+    const auto head_chunk = static_cast<int32_t>(local / blocks_of(s));
     const int32_t hk = head_chunk / n_chunks;
     const int32_t h0 = hk * group + head_chunk % n_chunks * cpu::kMaxGroup;
     const int64_t row = int64_t{s.query_start} + i;
@@ -180,6 +203,12 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
     }
   }
 
+  // A prefill chunk's queries in blocks; what an item costs, for the split among threads.
+  blocked = true;
+  n_items = 0;
+  for (const SeqAttention& s : seqs) n_items += per_query * blocks_of(s);
+  const int64_t cost_per_item =
+      work / n_items * std::min(group, cpu::kMaxGroup) * (int64_t{p.head_dim_k} + p.head_dim_v);
   for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {
     // The sequence of item i0, by a walk over the (few) sequences: no storage per call.
     size_t si = 0;
@@ -189,21 +218,25 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
     size_t next_si = si;
     int64_t next_first = first;
     int64_t next_local = 0;
-    cpu::PagedAttentionArgs next = item_args(i0, next_si, next_first, next_local);
+    int32_t next_queries = 0;
+    cpu::PagedAttentionArgs next = item_args(i0, next_si, next_first, next_local, &next_queries);
     for (int64_t item = i0; item < i1; ++item) {
       cpu::PagedAttentionArgs a = next;
       si = next_si;
       first = next_first;
       const int64_t local = next_local;
+      const int32_t n_queries = next_queries;
       if (item + 1 < i1) {
-        next = item_args(item + 1, next_si, next_first, next_local);
+        next = item_args(item + 1, next_si, next_first, next_local, &next_queries);
         cpu::paged_prefetch(next, 0);
       }
       const SeqAttention& s = seqs[si];
       if (mass_offsets_[si] < 0) {
-        cpu::paged_attention(kt_, a);
+        cpu::paged_attention_queries(kt_, a, n_queries, q_row,
+                                     outr.stride / int64_t{sizeof(float)});
         continue;
       }
+      assert(n_queries == 1);
       // The heads' scores, then their softmax weights summed per block into the item's row.
       thread_local std::vector<float> scores;  // (n_group, n_kv); grows once, then reused
       scores.resize(static_cast<size_t>(a.n_group * a.n_kv));

@@ -80,6 +80,11 @@ struct KernelTable {
   // cache, online softmax, into a span state; see paged_attention.h. No scratch.
   void (*paged_attention_span)(const PagedAttentionArgs& args, int64_t begin, int64_t end,
                                const PagedPartial& out);
+  // Consecutive query tokens of one sequence over one KV head (a prefill chunk), each with the
+  // bits paged_attention gives it alone; see paged_attention_queries in paged_attention.h.
+  // Returns false, having written nothing, for a call it has no form for. Null: none.
+  bool (*paged_attention_queries)(const PagedAttentionArgs& first, int32_t n_queries,
+                                  int64_t q_step, int64_t out_step) = nullptr;
   // Matmuls over weights repacked for this level (packed_weights.h), by base type: null where
   // the level computes in GGUF's layout. A model packs a weight type exactly when its entry is
   // set (Ops::prepare_weight); the scalar twin is packed_matmul_reference.

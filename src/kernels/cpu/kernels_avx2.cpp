@@ -437,6 +437,7 @@ const KernelTable& avx2_kernel_table() {
       .rope_apply = avx2::rope_apply,
       .attention = avx2::attention,
       .paged_attention_span = avx2::paged_attention_span,
+      .paged_attention_queries = avx2::paged_attention_queries,
       .q4_0x8 = avx2::packed_matmul_q4_0,
       .q4_1x8 = avx2::packed_matmul_q4_1,
       .q8_0x8 = avx2::packed_matmul_q8_0,

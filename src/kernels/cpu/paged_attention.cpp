@@ -149,6 +149,23 @@ void paged_attention(const KernelTable& kt, const PagedAttentionArgs& a) {
   paged_finish(a, parts, 1);
 }
 
+void paged_attention_queries(const KernelTable& kt, const PagedAttentionArgs& a, int32_t n_queries,
+                             int64_t q_step, int64_t out_step) {
+  check_args(a);
+  assert(n_queries >= 1);
+  if (kt.paged_attention_queries != nullptr &&
+      kt.paged_attention_queries(a, n_queries, q_step, out_step)) {
+    return;
+  }
+  PagedAttentionArgs one = a;
+  for (int32_t r = 0; r < n_queries; ++r) {
+    one.q = a.q + r * q_step;
+    one.out = a.out + r * out_step;
+    one.n_kv = a.n_kv + r;
+    paged_attention(kt, one);
+  }
+}
+
 namespace scalar {
 
 void paged_attention_span(const PagedAttentionArgs& a, int64_t begin, int64_t end,

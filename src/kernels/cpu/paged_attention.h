@@ -155,6 +155,16 @@ inline int64_t paged_spans(int64_t n_kv) {
 // as it goes, into args.out. Allocates nothing (the states are on the stack).
 void paged_attention(const KernelTable& kt, const PagedAttentionArgs& args);
 
+// Several consecutive query tokens of one sequence against one KV head, as in a prefill
+// chunk: query r in [0, n_queries) has its n_group heads at args.q + r * q_step and its output
+// at args.out + r * out_step, and attends to tokens [0, args.n_kv + r). Each query gets the
+// bits of a paged_attention call of its own (the spans, tiles and order above depend on its
+// n_kv alone), so a query's result does not depend on how a prefill is chunked or whether it
+// is computed as a decode step. What it saves: the SIMD kernel decodes each K/V tile once for
+// all the queries instead of once per query, and reads it from memory once.
+void paged_attention_queries(const KernelTable& kt, const PagedAttentionArgs& args,
+                             int32_t n_queries, int64_t q_step, int64_t out_step);
+
 // Span `span` (in [0, paged_spans(n_kv))) of a call into `out`, and what the spans' states
 // make once merged: paged_attention() in two steps, for a caller that runs spans on several
 // threads. paged_finish merges parts[0, n) (a call's spans in order) into args.out.
@@ -199,6 +209,11 @@ void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t
 namespace avx2 {
 void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t end,
                           const PagedPartial& out);
+// Keys and values in F16, BF16 or F32, head dims multiples of 8 and at most kMaxQueriesHeadDim,
+// no cold segment, no scores wanted; false for any other call.
+bool paged_attention_queries(const PagedAttentionArgs& first, int32_t n_queries, int64_t q_step,
+                             int64_t out_step);
+inline constexpr int32_t kMaxQueriesHeadDim = 128;
 }
 
 }  // namespace tokamak::cpu

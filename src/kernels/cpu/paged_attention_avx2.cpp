@@ -257,6 +257,28 @@ void tile_step(const Tile& t, const PagedAttentionArgs& a, int64_t t0, int32_t g
   tile_values_all<DV, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
 }
 
+// tile_step for each register sub-group of the call's heads.
+template <KVDType DK, KVDType DV>
+void tile_step_heads(const Tile& t, const PagedAttentionArgs& a, int64_t t0, float (*s)[kPagedTile],
+                     float* m, float* l, float* acc) {
+  for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
+    switch (std::min(kSub, a.n_group - g0)) {
+      case 1:
+        tile_step<DK, DV, 1>(t, a, t0, g0, s, m, l, acc);
+        break;
+      case 2:
+        tile_step<DK, DV, 2>(t, a, t0, g0, s, m, l, acc);
+        break;
+      case 3:
+        tile_step<DK, DV, 3>(t, a, t0, g0, s, m, l, acc);
+        break;
+      default:
+        tile_step<DK, DV, 4>(t, a, t0, g0, s, m, l, acc);
+        break;
+    }
+  }
+}
+
 // The tile's row pointers and scales, from token t0 of the segment on (block index `block`
 // into its table, row `offset` in that block); advances block and offset past the tile.
 template <KVDType DK, KVDType DV>
@@ -356,22 +378,7 @@ void segment_as(const PagedAttentionArgs& a_in, const PagedSegment& whole, int64
   for (int64_t t0 = begin; t0 < sg.end; t0 += kPagedTile) {
     gather_tile<DK, DV>(a, sg, t0, block, offset, t);
     if (t0 + kPagedTile < sg.end) paged_prefetch_tile(a, sg, t0 + kPagedTile, block, offset);
-    for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
-      switch (std::min(kSub, a.n_group - g0)) {
-        case 1:
-          tile_step<DK, DV, 1>(t, a, t0, g0, s, st.m, st.l, st.acc);
-          break;
-        case 2:
-          tile_step<DK, DV, 2>(t, a, t0, g0, s, st.m, st.l, st.acc);
-          break;
-        case 3:
-          tile_step<DK, DV, 3>(t, a, t0, g0, s, st.m, st.l, st.acc);
-          break;
-        default:
-          tile_step<DK, DV, 4>(t, a, t0, g0, s, st.m, st.l, st.acc);
-          break;
-      }
-    }
+    tile_step_heads<DK, DV>(t, a, t0, s, st.m, st.l, st.acc);
   }
 }
 
@@ -413,7 +420,160 @@ SegmentFn segment_kernel(KVDTypes d) {
   return nullptr;
 }
 
+// ---- Several queries of one sequence (paged_attention_queries) ------------------------------
+//
+// A prefill chunk's queries read the same K/V tiles, each over its own causal length. This
+// walks the longest query's spans and tiles once, decodes each tile to F32 once (exact for
+// F16, BF16 and F32, so the F32 kernels above then compute what the dtype's own would), and runs
+// every query that has tokens in the tile through tile_step on it, with that query's own tile
+// length. A query's spans, tiles, merges and arithmetic are those of its own paged_attention
+// call; only the memory traffic is shared.
+
+// Query states per call: queries * n_group * head_dim_v floats of each of the span's and the
+// merged accumulators, on the stack.
+constexpr int32_t kQueryStateFloats = 4096;
+constexpr int32_t kMaxBlockQueries = 8;
+
+// The state of one query: its current span's (m, l, acc) and the merge of its earlier spans.
+struct QueryState {
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+  float merged_m[kMaxGroup];
+  float merged_l[kMaxGroup];
+  float* acc = nullptr;
+  float* merged_acc = nullptr;
+};
+
+// Rows [n, n8) of t repeat row n - 1: the tile of a query whose last tokens end inside it.
+void cut_tile(Tile& t, int32_t n) {
+  t.n = n;
+  t.n8 = (n + 7) / 8 * 8;
+  for (int32_t j = n; j < t.n8; ++j) {
+    t.k[j] = t.k[n - 1];
+    t.v[j] = t.v[n - 1];
+  }
+}
+
+template <KVDType DK, KVDType DV>
+void queries_as(const PagedAttentionArgs& a, int32_t n_queries, int64_t q_step, int64_t out_step) {
+  const int32_t dk = a.head_dim_k;
+  const int32_t dv = a.head_dim_v;
+  const int32_t ng = a.n_group;
+  alignas(32) float acc_floats[2 * kQueryStateFloats];
+  QueryState st[kMaxBlockQueries];
+  PagedAttentionArgs qa[kMaxBlockQueries];  // each query's own call
+  for (int32_t r = 0; r < n_queries; ++r) {
+    st[r].acc = acc_floats + r * ng * dv;
+    st[r].merged_acc = acc_floats + kQueryStateFloats + r * ng * dv;
+    qa[r] = a;
+    qa[r].q = a.q + r * q_step;
+    qa[r].out = a.out + r * out_step;
+    qa[r].n_kv = a.n_kv + r;
+  }
+  // The tile decoded to F32, rows dk (keys) and dv (values) floats apart.
+  alignas(32) float kf[kPagedTile * kMaxQueriesHeadDim];
+  alignas(32) float vf[kPagedTile * kMaxQueriesHeadDim];
+  alignas(32) float s[kMaxGroup][kPagedTile];
+
+  Tile t;  // the tile's rows in the pool
+  std::fill(std::begin(t.k_groups), std::end(t.k_groups), nullptr);
+  std::fill(std::begin(t.v_groups), std::end(t.v_groups), nullptr);
+  std::fill(std::begin(t.k_scale), std::end(t.k_scale), 1.0f);
+  std::fill(std::begin(t.v_scale), std::end(t.v_scale), 1.0f);
+  Tile ft = t;  // the same rows in kf / vf
+
+  const int64_t n_kv_last = a.n_kv + n_queries - 1;
+  PagedSegment sg;
+  static_cast<PagedPool&>(sg) = static_cast<const PagedPool&>(a);
+  sg.begin = 0;
+  for (int64_t span = 0; span < paged_spans(n_kv_last); ++span) {
+    const int64_t b = span * kPagedSpan;
+    sg.end = std::min(n_kv_last, b + kPagedSpan);
+    // Queries [r0, n_queries) have tokens in this span; query r's part of it ends at e_r.
+    const auto r0 = static_cast<int32_t>(std::max<int64_t>(0, b - a.n_kv + 1));
+    for (int32_t r = r0; r < n_queries; ++r) {
+      std::fill(st[r].m, st[r].m + ng, -INFINITY);
+      std::fill(st[r].l, st[r].l + ng, 0.0f);
+      std::fill(st[r].acc, st[r].acc + ng * dv, 0.0f);
+    }
+    int64_t block = b / a.block_size;
+    auto offset = static_cast<int32_t>(b % a.block_size);
+    for (int64_t t0 = b; t0 < sg.end; t0 += kPagedTile) {
+      gather_tile<DK, DV>(a, sg, t0, block, offset, t);
+      if (t0 + kPagedTile < sg.end) paged_prefetch_tile(a, sg, t0 + kPagedTile, block, offset);
+      for (int32_t j = 0; j < t.n; ++j) {
+        for (int32_t d = 0; d < dk; d += 8) {
+          _mm256_store_ps(kf + j * dk + d, Row<DK>::load(t.k[j], nullptr, dk, d));
+        }
+        for (int32_t d = 0; d < dv; d += 8) {
+          _mm256_store_ps(vf + j * dv + d, Row<DV>::load(t.v[j], nullptr, dv, d));
+        }
+      }
+      for (int32_t j = 0; j < kPagedTile; ++j) {
+        ft.k[j] = reinterpret_cast<const uint8_t*>(kf + j * dk);
+        ft.v[j] = reinterpret_cast<const uint8_t*>(vf + j * dv);
+      }
+      cut_tile(ft, t.n);
+      for (int32_t r = r0; r < n_queries; ++r) {
+        const int64_t e_r = std::min(qa[r].n_kv, b + kPagedSpan);
+        if (e_r <= t0) continue;  // query r's span ended before this tile
+        const auto n_r = static_cast<int32_t>(std::min<int64_t>(kPagedTile, e_r - t0));
+        Tile cut;
+        const Tile* tr = &ft;
+        if (n_r < ft.n) {
+          cut = ft;
+          cut_tile(cut, n_r);
+          tr = &cut;
+        }
+        tile_step_heads<KVDType::F32, KVDType::F32>(*tr, qa[r], t0, s, st[r].m, st[r].l, st[r].acc);
+      }
+    }
+    // Each query's span into its merged state, as paged_attention merges a call's spans.
+    for (int32_t r = r0; r < n_queries; ++r) {
+      const PagedPartial merged{st[r].merged_m, st[r].merged_l, st[r].merged_acc};
+      if (span == 0) {
+        std::copy(st[r].m, st[r].m + ng, merged.m);
+        std::copy(st[r].l, st[r].l + ng, merged.l);
+        std::copy(st[r].acc, st[r].acc + ng * dv, merged.acc);
+      } else {
+        paged_merge(merged, PagedPartial{st[r].m, st[r].l, st[r].acc}, ng, dv);
+      }
+    }
+  }
+  for (int32_t r = 0; r < n_queries; ++r) {
+    const PagedPartial merged{st[r].merged_m, st[r].merged_l, st[r].merged_acc};
+    paged_finish(qa[r], &merged, 1);
+  }
+}
+
 }  // namespace
+
+bool paged_attention_queries(const PagedAttentionArgs& a, int32_t n_queries, int64_t q_step,
+                             int64_t out_step) {
+  const bool dims = a.head_dim_k % 8 == 0 && a.head_dim_v % 8 == 0 &&
+                    a.head_dim_k <= kMaxQueriesHeadDim && a.head_dim_v <= kMaxQueriesHeadDim;
+  if (!dims || a.n_cold != 0 || a.scores != nullptr) return false;
+  using K = KVDType;
+  using QueriesFn = void (*)(const PagedAttentionArgs&, int32_t, int64_t, int64_t);
+  QueriesFn fn = nullptr;
+  if (a.dtypes == KVDTypes(K::F16, K::F16)) fn = queries_as<K::F16, K::F16>;
+  if (a.dtypes == KVDTypes(K::BF16, K::BF16)) fn = queries_as<K::BF16, K::BF16>;
+  if (a.dtypes == KVDTypes(K::F32, K::F32)) fn = queries_as<K::F32, K::F32>;
+  if (fn == nullptr) return false;
+  const int64_t per_query = int64_t{a.n_group} * a.head_dim_v;
+  for (int32_t r0 = 0; r0 < n_queries;) {
+    // As many queries a pass as the stack states hold.
+    const auto n = static_cast<int32_t>(std::min<int64_t>(
+        {int64_t{n_queries - r0}, kMaxBlockQueries, kQueryStateFloats / per_query}));
+    PagedAttentionArgs first = a;
+    first.q = a.q + r0 * q_step;
+    first.out = a.out + r0 * out_step;
+    first.n_kv = a.n_kv + r0;
+    fn(first, n, q_step, out_step);
+    r0 += n;
+  }
+  return true;
+}
 
 void paged_attention_span(const PagedAttentionArgs& a, int64_t begin, int64_t end,
                           const PagedPartial& out) {

@@ -153,7 +153,9 @@ void paged_attention_queries(const KernelTable& kt, const PagedAttentionArgs& a,
                              int64_t q_step, int64_t out_step) {
   check_args(a);
   assert(n_queries >= 1);
-  if (kt.paged_attention_queries != nullptr &&
+  // One query (a decode token) gains nothing from a shared tile: the kernel's own form decodes
+  // K/V in registers instead of through a scratch tile.
+  if (n_queries > 1 && kt.paged_attention_queries != nullptr &&
       kt.paged_attention_queries(a, n_queries, q_step, out_step)) {
     return;
   }

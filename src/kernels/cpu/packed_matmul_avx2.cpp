@@ -200,10 +200,14 @@ inline void tile(const typename T::W* w, int64_t nb, const typename T::X* const*
     }
   }
   if constexpr (T::kMins && !kMinsInLoop) {
+    // Blocks outer, rows inner: each row's chain still runs over the blocks in order, but the
+    // R chains advance side by side (one after the other, each waited on its fma's latency
+    // every block: ~15% of a 32-row Q4_1 matmul), and a block's mins are widened once.
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m256 mw = halves(w[i].m);
 #pragma GCC unroll 8
-    for (int c = 0; c < R; ++c) {
-      for (int64_t i = 0; i < nb; ++i) {
-        mins[c] = _mm256_fmadd_ps(halves(w[i].m), _mm256_set1_ps(act[c][i].s), mins[c]);
+      for (int c = 0; c < R; ++c) {
+        mins[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(act[c][i].s), mins[c]);
       }
     }
   }

@@ -2,6 +2,7 @@
 // Helpers shared by the kernel tests: seeded random data and the SIMD kernel tables this CPU
 // can run.
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -9,6 +10,8 @@
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "core/kv_dtype.h"
+#include "core/paged_kv_view.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quantize.h"
@@ -85,6 +88,42 @@ inline std::vector<float> decode_rows(DType dtype, const uint8_t* data, int64_t 
   }
   return out;
 }
+
+// A paged K/V pool for one sequence of n_kv tokens as KV head 1 of 2, in any dtypes: three
+// blocks more than the sequence needs, every byte first set to something in range for every
+// dtype (elements 0x11, scales 0x3f) so that a wrong read shows, and a block table of the
+// sequence's blocks in shuffled order. The caller writes the tokens (view.k_tile(b, 1), ...).
+// Not copyable: view points into the buffers.
+struct PagedTestPool {
+  std::vector<uint8_t> k, v, ks, vs;
+  std::vector<int32_t> table;
+  PagedKVView view;
+
+  PagedTestPool(KVDTypes dtypes, int32_t dk, int32_t dv, int32_t block_size, int64_t n_kv,
+                uint64_t placement_seed) {
+    const auto used = static_cast<int32_t>((n_kv + block_size - 1) / block_size);
+    view.dtypes = dtypes;
+    view.n_blocks = used + 3;
+    view.block_size = block_size;
+    view.n_head_kv = 2;
+    view.head_dim_k = dk;
+    view.head_dim_v = dv;
+    k.assign(view.k_block_stride() * view.n_blocks, 0x11);
+    v.assign(view.v_block_stride() * view.n_blocks, 0x11);
+    ks.assign(view.k_scale_block_stride() * view.n_blocks + 1, 0x3f);
+    vs.assign(view.v_scale_block_stride() * view.n_blocks + 1, 0x3f);
+    view.k = k.data();
+    view.v = v.data();
+    view.k_scales = ks.data();
+    view.v_scales = vs.data();
+    std::vector<int32_t> ids(view.n_blocks);
+    for (int32_t i = 0; i < view.n_blocks; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(placement_seed));
+    table.assign(ids.begin(), ids.begin() + used);
+  }
+  PagedTestPool(const PagedTestPool&) = delete;
+  PagedTestPool& operator=(const PagedTestPool&) = delete;
+};
 
 // paged_attention(kt, a) the way a caller that splits spans among threads runs it: each span
 // into a state of its own, last span first, then paged_finish into a.out.

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -45,51 +43,31 @@ struct Fixture {
   Case c;
   std::vector<float> q;               // (n_group, dk)
   std::vector<float> k_dec, v_dec;    // decoded (n_kv, dk) / (n_kv, dv)
-  std::vector<uint8_t> k, v, ks, vs;  // the pools
-  std::vector<int32_t> table;
-  PagedKVView view;
+  test::PagedTestPool pool;
 
-  Fixture(const Case& cs, uint64_t seed, uint64_t placement_seed) : c(cs) {
-    const auto used = static_cast<int32_t>((c.n_kv + c.block_size - 1) / c.block_size);
-    view.dtypes = c.dtype;
-    view.n_blocks = used + 3;
-    view.block_size = c.block_size;
-    view.n_head_kv = 2;
-    view.head_dim_k = c.dk;
-    view.head_dim_v = c.dv;
-    // Random bytes everywhere first (in range for every dtype: 0x11), so a wrong read shows.
-    k.assign(view.k_block_stride() * view.n_blocks, 0x11);
-    v.assign(view.v_block_stride() * view.n_blocks, 0x11);
-    ks.assign(view.k_scale_block_stride() * view.n_blocks + 1, 0x3f);
-    vs.assign(view.v_scale_block_stride() * view.n_blocks + 1, 0x3f);
-    view.k = k.data();
-    view.v = v.data();
-    view.k_scales = ks.data();
-    view.v_scales = vs.data();
-    std::vector<int32_t> ids(view.n_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(placement_seed));
-    table.assign(ids.begin(), ids.begin() + used);
-
+  Fixture(const Case& cs, uint64_t seed, uint64_t placement_seed)
+      : c(cs), pool(cs.dtype, cs.dk, cs.dv, cs.block_size, cs.n_kv, placement_seed) {
     q = random_floats(size_t(c.n_group) * c.dk, seed, -1.0f, 1.0f);
     k_dec.resize(size_t(c.n_kv) * c.dk);
     v_dec.resize(size_t(c.n_kv) * c.dv);
     for (int64_t j = 0; j < c.n_kv; ++j) {
-      const int32_t b = table[j / c.block_size];
+      const int32_t b = pool.table[j / c.block_size];
       const auto row = static_cast<int32_t>(j % c.block_size);
       // Magnitudes vary by token, so per-tile scales grow inside blocks.
       const float range = 0.5f + static_cast<float>((j * 37) % 13) / 4.0f;
       const auto kx = random_floats(c.dk, seed + 1000 + j, -range, range);
       const auto vx = random_floats(c.dv, seed + 5000 + j, -range, range);
-      kv_write_row(c.dtype.k, kx.data(), c.dk, view.k_tile(b, 1), view.k_tile_scales(b, 1), row);
-      kv_write_row(c.dtype.v, vx.data(), c.dv, view.v_tile(b, 1), view.v_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.k, kx.data(), c.dk, pool.view.k_tile(b, 1),
+                   pool.view.k_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.v, vx.data(), c.dv, pool.view.v_tile(b, 1),
+                   pool.view.v_tile_scales(b, 1), row);
     }
     for (int64_t j = 0; j < c.n_kv; ++j) {  // after all writes: re-encoding is done
-      const int32_t b = table[j / c.block_size];
+      const int32_t b = pool.table[j / c.block_size];
       const auto row = static_cast<int32_t>(j % c.block_size);
-      kv_decode_row(c.dtype.k, view.k_tile(b, 1), view.k_tile_scales(b, 1), c.dk, row,
+      kv_decode_row(c.dtype.k, pool.view.k_tile(b, 1), pool.view.k_tile_scales(b, 1), c.dk, row,
                     &k_dec[j * c.dk]);
-      kv_decode_row(c.dtype.v, view.v_tile(b, 1), view.v_tile_scales(b, 1), c.dv, row,
+      kv_decode_row(c.dtype.v, pool.view.v_tile(b, 1), pool.view.v_tile_scales(b, 1), c.dv, row,
                     &v_dec[j * c.dv]);
     }
   }
@@ -103,16 +81,16 @@ struct Fixture {
     a.out_stride = c.dv;
     a.n_group = c.n_group;
     a.dtypes = c.dtype;
-    a.k = view.k_tile(0, 1);
-    a.v = view.v_tile(0, 1);
-    a.k_block_stride = static_cast<int64_t>(view.k_block_stride());
-    a.v_block_stride = static_cast<int64_t>(view.v_block_stride());
-    a.k_scales = view.k_tile_scales(0, 1);
-    a.v_scales = view.v_tile_scales(0, 1);
-    a.k_scale_block_stride = static_cast<int64_t>(view.k_scale_block_stride());
-    a.v_scale_block_stride = static_cast<int64_t>(view.v_scale_block_stride());
+    a.k = pool.view.k_tile(0, 1);
+    a.v = pool.view.v_tile(0, 1);
+    a.k_block_stride = static_cast<int64_t>(pool.view.k_block_stride());
+    a.v_block_stride = static_cast<int64_t>(pool.view.v_block_stride());
+    a.k_scales = pool.view.k_tile_scales(0, 1);
+    a.v_scales = pool.view.v_tile_scales(0, 1);
+    a.k_scale_block_stride = static_cast<int64_t>(pool.view.k_scale_block_stride());
+    a.v_scale_block_stride = static_cast<int64_t>(pool.view.v_scale_block_stride());
     a.block_size = c.block_size;
-    a.block_table = table.data();
+    a.block_table = pool.table.data();
     a.n_kv = c.n_kv;
     a.head_dim_k = c.dk;
     a.head_dim_v = c.dv;

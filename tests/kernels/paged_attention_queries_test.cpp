@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -48,51 +46,32 @@ struct Fixture {
   Case c;
   int64_t q_stride, q_step, out_stride, out_step;
   std::vector<float> q;
-  std::vector<uint8_t> k, v, ks, vs;
-  std::vector<int32_t> table;
-  PagedKVView view;
+  test::PagedTestPool pool;  // the last query's context
 
-  Fixture(const Case& cs, uint64_t seed) : c(cs) {
+  Fixture(const Case& cs, uint64_t seed)
+      : c(cs), pool(cs.dtype, cs.dk, cs.dv, cs.block_size, cs.n_kv + cs.n_queries - 1, seed) {
     q_stride = c.dk + 8;
     q_step = c.n_group * q_stride + 16;
     out_stride = c.dv + 4;
     out_step = c.n_group * out_stride + 8;
     const int64_t n_kv = c.n_kv + c.n_queries - 1;
-    const auto used = static_cast<int32_t>((n_kv + c.block_size - 1) / c.block_size);
-    view.dtypes = c.dtype;
-    view.n_blocks = used + 3;
-    view.block_size = c.block_size;
-    view.n_head_kv = 2;
-    view.head_dim_k = c.dk;
-    view.head_dim_v = c.dv;
-    // Bytes in range for every dtype everywhere first, so that a wrong read shows.
-    k.assign(view.k_block_stride() * view.n_blocks, 0x11);
-    v.assign(view.v_block_stride() * view.n_blocks, 0x11);
-    ks.assign(view.k_scale_block_stride() * view.n_blocks + 1, 0x3f);
-    vs.assign(view.v_scale_block_stride() * view.n_blocks + 1, 0x3f);
-    view.k = k.data();
-    view.v = v.data();
-    view.k_scales = ks.data();
-    view.v_scales = vs.data();
-    std::vector<int32_t> ids(view.n_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed));
-    table.assign(ids.begin(), ids.begin() + used);
     q = random_floats(size_t(c.n_queries) * q_step, seed + 1, -3.0f, 3.0f);
     for (int64_t j = 0; j < n_kv; ++j) {
-      const int32_t b = table[j / c.block_size];
+      const int32_t b = pool.table[j / c.block_size];
       const auto row = static_cast<int32_t>(j % c.block_size);
       const auto kx = random_floats(c.dk, seed + 1000 + j, -2.0f, 2.0f);
       const auto vx = random_floats(c.dv, seed + 9000 + j, -2.0f, 2.0f);
-      kv_write_row(c.dtype.k, kx.data(), c.dk, view.k_tile(b, 1), view.k_tile_scales(b, 1), row);
-      kv_write_row(c.dtype.v, vx.data(), c.dv, view.v_tile(b, 1), view.v_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.k, kx.data(), c.dk, pool.view.k_tile(b, 1),
+                   pool.view.k_tile_scales(b, 1), row);
+      kv_write_row(c.dtype.v, vx.data(), c.dv, pool.view.v_tile(b, 1),
+                   pool.view.v_tile_scales(b, 1), row);
     }
   }
 
   // The first query's call.
   PagedAttentionArgs args(float* out) const {
     PagedAttentionArgs a;
-    static_cast<PagedPool&>(a) = pool_of(view, 1, table.data());
+    static_cast<PagedPool&>(a) = pool_of(pool.view, 1, pool.table.data());
     a.q = q.data();
     a.q_stride = q_stride;
     a.out = out;

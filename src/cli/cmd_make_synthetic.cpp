@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "format/gguf.h"
 #include "format/gguf_summary.h"
+#include "kernels/cpu/quantize.h"
 #include "model/synthetic_model.h"
 
 namespace tokamak::cli {
@@ -42,10 +43,9 @@ struct MakeSyntheticOptions {
 
 DType weight_type(const std::string& flag, const std::string& name) {
   const auto d = dtype_from_name(name);
-  if (!d || !(*d == DType::F32 || *d == DType::F16 || *d == DType::BF16 || *d == DType::Q8_0 ||
-              *d == DType::Q4_0 || *d == DType::Q4_1)) {
+  if (!d || !cpu::can_quantize(*d) || *d == DType::Q8_1) {
     throw Error(flag + ": unknown or unsupported tensor type '" + name +
-                "' (f32|f16|bf16|q8_0|q4_0|q4_1)");
+                "' (f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k)");
   }
   return *d;
 }
@@ -148,7 +148,9 @@ void add_make_synthetic_command(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "tiny (a test fixture) | smol (SmolLM2-135M) | 1b (Llama 3.2 1B)")
       ->capture_default_str();
-  cmd->add_option("--type", o->type, "matrices: q4_0|q4_1|q8_0|f16|bf16|f32")
+  cmd->add_option("--type", o->type,
+                  "matrices: q4_0|q4_1|q8_0|q5_0|q5_1|q4_k|q5_k|q6_k|f16|bf16|f32 (the K-quants "
+                  "need n_embd and n_ff multiples of 256: the 1b shape)")
       ->capture_default_str();
   cmd->add_option("--embedding-type", o->embedding_type, "token_embd (also the tied head)")
       ->capture_default_str();

@@ -11,21 +11,22 @@ namespace tokamak {
 namespace {
 
 // Block layouts follow GGML (ggml-common.h) so that GGUF files are read as they are.
-// Adding a K-quant means flipping `supported` once its kernels exist.
+// `supported`: the loader accepts the type, and every kernel level computes with it. Q2_K and
+// Q3_K are not supported yet; Q8_K is an activation encoding only.
 constexpr std::array kTypes = {
     DTypeInfo{DType::F32, "F32", 1, 4, false, true},
     DTypeInfo{DType::F16, "F16", 1, 2, false, true},
     DTypeInfo{DType::Q4_0, "Q4_0", 32, 18, true, true},
     DTypeInfo{DType::Q4_1, "Q4_1", 32, 20, true, true},
-    DTypeInfo{DType::Q5_0, "Q5_0", 32, 22, true, false},
-    DTypeInfo{DType::Q5_1, "Q5_1", 32, 24, true, false},
+    DTypeInfo{DType::Q5_0, "Q5_0", 32, 22, true, true},
+    DTypeInfo{DType::Q5_1, "Q5_1", 32, 24, true, true},
     DTypeInfo{DType::Q8_0, "Q8_0", 32, 34, true, true},
     DTypeInfo{DType::Q8_1, "Q8_1", 32, 36, true, false},
     DTypeInfo{DType::Q2_K, "Q2_K", 256, 84, true, false},
     DTypeInfo{DType::Q3_K, "Q3_K", 256, 110, true, false},
-    DTypeInfo{DType::Q4_K, "Q4_K", 256, 144, true, false},
-    DTypeInfo{DType::Q5_K, "Q5_K", 256, 176, true, false},
-    DTypeInfo{DType::Q6_K, "Q6_K", 256, 210, true, false},
+    DTypeInfo{DType::Q4_K, "Q4_K", 256, 144, true, true},
+    DTypeInfo{DType::Q5_K, "Q5_K", 256, 176, true, true},
+    DTypeInfo{DType::Q6_K, "Q6_K", 256, 210, true, true},
     DTypeInfo{DType::Q8_K, "Q8_K", 256, 292, true, false},
     DTypeInfo{DType::I8, "I8", 1, 1, false, false},
     DTypeInfo{DType::I16, "I16", 1, 2, false, false},
@@ -97,6 +98,16 @@ std::optional<uint32_t> gguf_file_type(DType dtype) {
       return 3;
     case DType::Q8_0:
       return 7;
+    case DType::Q5_0:
+      return 8;
+    case DType::Q5_1:
+      return 9;
+    case DType::Q4_K:
+      return 14;  // "mostly Q4_K_S": every quantized matrix in Q4_K
+    case DType::Q5_K:
+      return 16;  // "mostly Q5_K_S"
+    case DType::Q6_K:
+      return 18;
     case DType::BF16:
       return 32;
     default:

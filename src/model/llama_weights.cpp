@@ -52,7 +52,8 @@ class Loader {
     if (!dtype_ok) {
       fail(name, std::string("unsupported dtype ") + std::string(dtype_name(t->dtype)) +
                      (kind == Kind::Norm ? " (norm weights must be F32)"
-                                         : " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)"));
+                                         : " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                                           "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"));
     }
     return Tensor::from_ggml(t->dtype, t->shape, t->data);
   }

@@ -31,6 +31,21 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, DType target) {
   return out;
 }
 
+// The type a matrix whose rows are not whole K-quant super-blocks (576 wide, say) is written
+// in instead: the 32-element type of about the same bits per weight, as llama-quantize does.
+DType fallback_of(DType target) {
+  switch (target) {
+    case DType::Q4_K:
+      return DType::Q5_0;
+    case DType::Q5_K:
+      return DType::Q5_1;
+    case DType::Q6_K:
+      return DType::Q8_0;
+    default:
+      return target;
+  }
+}
+
 }  // namespace
 
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path,
@@ -60,13 +75,24 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
       throw Error(in_path + ": tensor '" + t.name + "' has type " +
                   std::string(dtype_name(t.dtype)) + ", which cannot be dequantized yet");
     }
-    if (t.shape[0] % dtype_info(target).block_size != 0) {
-      throw Error(in_path + ": tensor '" + t.name + "' row of " + std::to_string(t.shape[0]) +
-                  " is not a multiple of the " + std::string(dtype_name(target)) + " block size");
+    DType type = target;
+    if (t.shape[0] % dtype_info(type).block_size != 0 && fallback_of(target) != target) {
+      type = fallback_of(target);
+      ++report.tensors_fallback;
     }
-    auto data = convert(t, target);
+    if (t.shape[0] % dtype_info(type).block_size != 0) {
+      throw Error(in_path + ": tensor '" + t.name + "' row of " + std::to_string(t.shape[0]) +
+                  " is not a multiple of the " + std::string(dtype_name(type)) + " block size");
+    }
+    if (t.dtype == type) {
+      writer.add_tensor(t.name, t.shape, t.dtype, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+      report.bytes_out += t.nbytes;
+      ++report.tensors_kept;
+      continue;
+    }
+    auto data = convert(t, type);
     report.bytes_out += data.size();
-    writer.add_tensor(t.name, t.shape, target, std::move(data));
+    writer.add_tensor(t.name, t.shape, type, std::move(data));
     ++report.tensors_converted;
   }
   writer.write(out_path);

@@ -14,12 +14,16 @@ namespace tokamak {
 struct QuantizeReport {
   int64_t tensors_converted = 0;
   int64_t tensors_kept = 0;
+  int64_t tensors_fallback = 0;  // of those converted: K-quant targets whose rows are not
+                                 // whole super-blocks, written as Q5_0 / Q5_1 / Q8_0 instead
   uint64_t bytes_in = 0;   // weight bytes read
   uint64_t bytes_out = 0;  // weight bytes written
 };
 
-// Throws Error for an unsupported target, a row length not divisible by the target's block
-// size, or an input tensor type that cannot be dequantized.
+// A K-quant target (Q4_K, Q5_K, Q6_K) writes matrices whose row length is not a multiple of 256
+// as Q5_0, Q5_1 and Q8_0 respectively, as llama-quantize does. Throws Error for an unsupported
+// target, a row length not divisible by the target's block size, or an input tensor type that
+// cannot be dequantized.
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path,
                               DType target);
 

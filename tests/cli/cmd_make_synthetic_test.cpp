@@ -296,7 +296,8 @@ TEST(MakeSyntheticTest, BadDimsGiveAClearErrorAndNoFile) {
       {{"--n-head", "6", "--n-head-kv", "3"}, "n_embd must be a multiple of n_head"},
       {{"--n-embd", "80", "--n-head", "4"}, "block size 32"},  // Q4_0 rows of 80
       {{"--n-ff", "100"}, "block size 32"},
-      {{"--type", "q4_k"}, "--type"},
+      {{"--type", "q3_k"}, "--type"},
+      {{"--type", "q4_k"}, "block size 256"},  // the tiny shape is 64 wide
       {{"--embedding-type", "int8"}, "--embedding-type"},
       {{"--shape", "7b"}, "--shape"},
   };

@@ -15,8 +15,14 @@ namespace {
 using test::all_tables;
 using test::random_floats;
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16,
-                              DType::Q8_0, DType::Q4_0, DType::Q4_1};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                              DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// A row length for weight type wt: k, or 512 for the K-quants (whole 256-element super-blocks).
+int64_t row_length(DType wt, int64_t k) {
+  return dtype_info(wt).block_size == 256 ? 512 : k;
+}
 
 // Encodes activations as the matmul front-end does.
 std::vector<uint8_t> encode_activations(const KernelTable& kt, DType wt,
@@ -32,9 +38,10 @@ std::vector<uint8_t> encode_activations(const KernelTable& kt, DType wt,
 }
 
 TEST(MatmulTest, MatchesDoubleLoopOverDecodedOperands) {
-  const int64_t m = 5, k = 96, n = 37;
+  const int64_t m = 5, n = 37;
   for (const KernelTable* kt : all_tables()) {
     for (DType wt : kWeightTypes) {
+      const int64_t k = row_length(wt, 96);
       const auto wf = random_floats(static_cast<size_t>(n * k), 1, -1.0f, 1.0f);
       const auto xf = random_floats(static_cast<size_t>(m * k), 2, -2.0f, 2.0f);
       const auto w = test::encode_rows(wt, wf, k);
@@ -52,15 +59,17 @@ TEST(MatmulTest, MatchesDoubleLoopOverDecodedOperands) {
             ref += static_cast<double>(wd[j * k + p]) * xd[i * k + p];
             mag += std::fabs(static_cast<double>(wd[j * k + p]) * xd[i * k + p]);
           }
-          if (wt == DType::Q4_1) {
-            // Q4_1 · Q8_1 takes sum(x) of a block from the stored s = fp16(d * sum(q)), not
-            // from the decoded values: replace min * sum(x) by min * s.
-            const auto* wb = reinterpret_cast<const block_q4_1*>(w.data() + j * row_bytes(wt, k));
+          if (wt == DType::Q4_1 || wt == DType::Q5_1) {
+            // Q4_1 · Q8_1 (Q5_1 too) takes sum(x) of a block from the stored s = fp16(d *
+            // sum(q)), not from the decoded values: replace min * sum(x) by min * s.
+            const uint8_t* wrow = w.data() + j * row_bytes(wt, k);
             const auto* xb = reinterpret_cast<const block_q8_1*>(xq.data() + i * row_bytes(at, k));
             for (int64_t b = 0; b < k / 32; ++b) {
               double sx = 0.0;
               for (int p = 0; p < 32; ++p) sx += xd[i * k + b * 32 + p];
-              ref += static_cast<double>(fp16_to_f32(wb[b].m)) * (fp16_to_f32(xb[b].s) - sx);
+              const uint16_t m = wt == DType::Q4_1 ? reinterpret_cast<const block_q4_1*>(wrow)[b].m
+                                                   : reinterpret_cast<const block_q5_1*>(wrow)[b].m;
+              ref += static_cast<double>(fp16_to_f32(m)) * (fp16_to_f32(xb[b].s) - sx);
             }
           }
           EXPECT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6)
@@ -74,9 +83,10 @@ TEST(MatmulTest, MatchesDoubleLoopOverDecodedOperands) {
 // The result for one output element must not depend on the number of activation rows, on
 // which range of weight rows a call computes, or on tiling.
 TEST(MatmulTest, BatchInvariantBitwise) {
-  const int64_t m = 9, k = 160, n = 300;
+  const int64_t m = 9, n = 300;
   for (const KernelTable* kt : all_tables()) {
     for (DType wt : kWeightTypes) {
+      const int64_t k = row_length(wt, 160);
       const auto wf = random_floats(static_cast<size_t>(n * k), 3);
       const auto xf = random_floats(static_cast<size_t>(m * k), 4, -3.0f, 3.0f);
       const auto w = test::encode_rows(wt, wf, k);
@@ -109,8 +119,10 @@ TEST(MatmulTest, TiledRowsEqualSingleRowsBitwise) {
   for (int64_t m = 1; m <= max_m; ++m) all_m.push_back(m);
   const std::vector<int64_t> some_m = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 32, 33, 64, 65, 70};
   for (const KernelTable* kt : all_tables()) {
-    for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
-      for (int64_t k : {32, 96, 576, 1536, 4096}) {
+    for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
+      for (int64_t k : {32, 96, 256, 576, 1536, 4096}) {
+        if (k % dtype_info(wt).block_size != 0) continue;
         const auto wf = random_floats(static_cast<size_t>(n * k), k + 1);
         const auto xf = random_floats(static_cast<size_t>(max_m * k), k + 2, -3.0f, 3.0f);
         const auto w = test::encode_rows(wt, wf, k);
@@ -142,7 +154,9 @@ TEST(MatmulTest, ActivationTypes) {
   EXPECT_EQ(activation_dtype(DType::BF16), DType::BF16);
   EXPECT_EQ(activation_dtype(DType::F32), DType::F32);
   EXPECT_TRUE(matmul_supports(DType::Q4_1));
-  EXPECT_FALSE(matmul_supports(DType::Q5_0));
+  EXPECT_TRUE(matmul_supports(DType::Q5_0));
+  EXPECT_TRUE(matmul_supports(DType::Q6_K));
+  EXPECT_FALSE(matmul_supports(DType::Q3_K));
   EXPECT_FALSE(matmul_supports(DType::Q8_1));
 }
 

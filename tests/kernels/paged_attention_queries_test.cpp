@@ -23,7 +23,7 @@ namespace {
 using test::all_tables;
 using test::random_floats;
 
-struct Case {
+struct QueriesCase {
   KVDTypes dtype;
   int32_t n_group;
   int32_t dk;
@@ -42,13 +42,13 @@ struct Case {
 
 // The last query's context written through the encoder as KV head 1 of 2, in shuffled blocks;
 // queries (n_queries, n_group, q_stride) and outputs with gaps between rows and between queries.
-struct Fixture {
-  Case c;
+struct QueriesFixture {
+  QueriesCase c;
   int64_t q_stride, q_step, out_stride, out_step;
   std::vector<float> q;
   test::PagedTestPool pool;  // the last query's context
 
-  Fixture(const Case& cs, uint64_t seed)
+  QueriesFixture(const QueriesCase& cs, uint64_t seed)
       : c(cs), pool(cs.dtype, cs.dk, cs.dv, cs.block_size, cs.n_kv + cs.n_queries - 1, seed) {
     q_stride = c.dk + 8;
     q_step = c.n_group * q_stride + 16;
@@ -106,8 +106,8 @@ struct Fixture {
   }
 };
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<QueriesCase> queries_cases() {
+  std::vector<QueriesCase> out;
   // Contexts and query counts across tile (32), block and span (256) edges, and more queries
   // than the kernel takes in one pass.
   const std::pair<int64_t, int32_t> spans[] = {{1, 1},   {1, 40},  {30, 3},   {31, 2},  {250, 20},
@@ -141,8 +141,8 @@ std::vector<Case> cases() {
 TEST(PagedAttentionQueriesTest, EachQueryGetsTheBitsOfItsOwnCall) {
   for (const KernelTable* kt : all_tables()) {
     uint64_t seed = 40;
-    for (const Case& c : cases()) {
-      const Fixture f(c, seed += 10);
+    for (const QueriesCase& c : queries_cases()) {
+      const QueriesFixture f(c, seed += 10);
       const auto want = f.one_by_one(*kt);
       const auto got = f.together(*kt);
       for (size_t i = 0; i < want.size(); ++i) {
@@ -165,8 +165,8 @@ TEST(PagedAttentionQueriesTest, SimdFormTakesWhatItHasAFormFor) {
   if (test::simd_tables().empty()) GTEST_SKIP() << "no SIMD level on this CPU";
   for (const auto& [name, kt] : test::simd_tables()) {
     ASSERT_NE(kt->paged_attention_queries, nullptr) << name;
-    const auto takes = [&](const Case& c) {
-      const Fixture f(c, 7);
+    const auto takes = [&](const QueriesCase& c) {
+      const QueriesFixture f(c, 7);
       auto out = f.output();
       const bool took =
           kt->paged_attention_queries(f.args(out.data()), c.n_queries, f.q_step, f.out_step);

@@ -19,6 +19,50 @@ TEST(QuantizeTest, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(sizeof(block_q4_1), dtype_info(DType::Q4_1).type_size);
   EXPECT_EQ(sizeof(block_q8_0), dtype_info(DType::Q8_0).type_size);
   EXPECT_EQ(sizeof(block_q8_1), dtype_info(DType::Q8_1).type_size);
+  EXPECT_EQ(sizeof(block_q5_0), dtype_info(DType::Q5_0).type_size);
+  EXPECT_EQ(sizeof(block_q5_1), dtype_info(DType::Q5_1).type_size);
+  EXPECT_EQ(sizeof(block_q4_K), dtype_info(DType::Q4_K).type_size);
+  EXPECT_EQ(sizeof(block_q5_K), dtype_info(DType::Q5_K).type_size);
+  EXPECT_EQ(sizeof(block_q6_K), dtype_info(DType::Q6_K).type_size);
+  EXPECT_EQ(sizeof(block_q8_K), dtype_info(DType::Q8_K).type_size);
+}
+
+// Q4_K / Q5_K sub-block scales and mins, written bit by bit as the format lays them out: bytes
+// 0-3 hold scales 0-3 in their low six bits and the top two bits of scales 4-7; bytes 4-7 the
+// same for the mins; bytes 8-11 the low nibbles of scale 4-7 (low) and min 4-7 (high).
+TEST(QuantizeTest, KQuantScaleMinPacking) {
+  const int sc[8] = {1, 62, 33, 0, 63, 17, 48, 31};
+  const int m[8] = {5, 0, 63, 40, 22, 63, 1, 36};
+  uint8_t bytes[kKScaleBytes] = {};
+  for (int s = 0; s < 4; ++s) {
+    bytes[s] = static_cast<uint8_t>(sc[s] | (sc[s + 4] >> 4) << 6);
+    bytes[s + 4] = static_cast<uint8_t>(m[s] | (m[s + 4] >> 4) << 6);
+    bytes[s + 8] = static_cast<uint8_t>((sc[s + 4] & 15) | (m[s + 4] & 15) << 4);
+  }
+  for (int s = 0; s < 8; ++s) {
+    int got_sc = -1;
+    int got_m = -1;
+    kq_scale_min(bytes, s, got_sc, got_m);
+    EXPECT_EQ(got_sc, sc[s]) << "scale " << s;
+    EXPECT_EQ(got_m, m[s]) << "min " << s;
+  }
+}
+
+// A Q6_K super-block decoded by hand: element 128h + 32g + l takes its low nibble from
+// ql[64h + 32(g % 2) + l] (high nibble for g >= 2), its top two bits from qh[32h + l] at 2g.
+TEST(QuantizeTest, Q6_KHandDecodedElements) {
+  block_q6_K b{};
+  b.d = f32_to_fp16(0.5f);
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(s - 8);
+  b.ql[64 + 32 + 3] = 0x5a;      // h = 1, l = 3: g = 1 (low nibble 0xa), g = 3 (high nibble 0x5)
+  b.qh[32 + 3] = 0b10'00'01'00;  // h = 1, l = 3: g = 1 -> 1, g = 3 -> 2
+  std::vector<float> y(kQK_K);
+  dequantize_row_q6_K(&b, y.data(), kQK_K);
+  const int e1 = 128 + 32 + 3;  // g = 1: q = 0xa | 1 << 4 = 26
+  const int e3 = 128 + 96 + 3;  // g = 3: q = 0x5 | 2 << 4 = 37
+  EXPECT_EQ(y[e1], 0.5f * static_cast<float>(e1 / 16 - 8) * (26 - 32));
+  EXPECT_EQ(y[e3], 0.5f * static_cast<float>(e3 / 16 - 8) * (37 - 32));
+  EXPECT_EQ(y[0], 0.5f * -8.0f * -32.0f);  // all-zero codes: q - 32 = -32
 }
 
 TEST(QuantizeTest, Q8_0ReferenceRoundsHalfAwayFromZero) {
@@ -148,12 +192,13 @@ TEST(QuantizeTest, HalfTypesHandComputed) {
 }
 
 TEST(QuantizeTest, AllZeroBlocksEncodeToZero) {
-  std::vector<float> x(64, 0.0f);
-  for (DType d : {DType::Q8_0, DType::Q8_1, DType::Q4_0, DType::Q4_1}) {
-    std::vector<uint8_t> buf(row_bytes(d, 64));
-    quantize_row(d, x.data(), buf.data(), 64);
-    std::vector<float> y(64, 1.0f);
-    dequantize_row(d, buf.data(), y.data(), 64);
+  std::vector<float> x(256, 0.0f);
+  for (DType d : {DType::Q8_0, DType::Q8_1, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    std::vector<uint8_t> buf(row_bytes(d, 256));
+    quantize_row(d, x.data(), buf.data(), 256);
+    std::vector<float> y(256, 1.0f);
+    dequantize_row(d, buf.data(), y.data(), 256);
     for (float v : y) EXPECT_EQ(v, 0.0f) << dtype_name(d);
   }
 }
@@ -222,6 +267,43 @@ TEST(QuantizeTest, ActivationEncoderCloseToReference) {
     }
   }
   EXPECT_LT(differ, 32);
+}
+
+// The 5-bit and K-quant encoders: no element far off, and the error's RMS against the signal's
+// within ~1.3x of uniform rounding at the type's step (step / sqrt(12) against range / sqrt(3):
+// 0.031 for Q5_0, Q5_1 and Q5_K, 0.067 for Q4_K, 0.016 for Q6_K; measured 0.029-0.032,
+// 0.061-0.063 and 0.014-0.015).
+TEST(QuantizeTest, FiveBitAndKQuantRoundTrip) {
+  struct Bound {
+    DType d;
+    float rms;  // most RMS error / RMS signal, uniform inputs
+  };
+  for (const Bound& b :
+       {Bound{DType::Q5_0, 0.04f}, Bound{DType::Q5_1, 0.04f}, Bound{DType::Q4_K, 0.08f},
+        Bound{DType::Q5_K, 0.04f}, Bound{DType::Q6_K, 0.02f}}) {
+    for (uint64_t seed = 0; seed < 10; ++seed) {
+      const float scale = std::pow(10.0f, static_cast<float>(seed % 5) - 2.0f);
+      const int64_t n = 1024;
+      auto x = random_floats(n, seed + 50, -scale, scale);
+      if (seed % 2 == 1) {
+        for (float& v : x) v = v * 0.5f + 0.5f * scale;  // all positive: the mins at 0
+      }
+      std::vector<uint8_t> buf(row_bytes(b.d, n));
+      quantize_row(b.d, x.data(), buf.data(), n);
+      std::vector<float> y(n);
+      dequantize_row(b.d, buf.data(), y.data(), n);
+      double err2 = 0.0;
+      double sig2 = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        err2 += (y[i] - x[i]) * static_cast<double>(y[i] - x[i]);
+        sig2 += x[i] * static_cast<double>(x[i]);
+        // No element further than a sixth of the input's range (a clamped code or a wrong
+        // position in the block would be).
+        EXPECT_LE(std::fabs(y[i] - x[i]), scale / 6.0f) << dtype_name(b.d) << " elem " << i;
+      }
+      EXPECT_LE(std::sqrt(err2 / sig2), b.rms) << dtype_name(b.d) << " seed " << seed;
+    }
+  }
 }
 
 }  // namespace

@@ -117,11 +117,11 @@ TEST(HParamsTest, Errors) {
        }},
       {"heads not dividing", "not a multiple of attention.head_count_kv",
        [](SyntheticModel& m) { m.set("llama.attention.head_count_kv", Value::u32(3)); }},
-      {"unsupported dtype", "tensor blk.0.ffn_gate.weight: unsupported dtype Q5_0",
+      {"unsupported dtype", "tensor blk.0.ffn_gate.weight: unsupported dtype Q8_1",
        [](SyntheticModel& m) {
          auto* t = m.find("blk.0.ffn_gate.weight");
-         t->dtype = DType::Q5_0;
-         t->data.assign(row_bytes(DType::Q5_0, 64) * 96, 0);
+         t->dtype = DType::Q8_1;
+         t->data.assign(row_bytes(DType::Q8_1, 64) * 96, 0);
        }},
       {"norm not F32", "norm weights must be F32",
        [](SyntheticModel& m) {
@@ -174,7 +174,12 @@ TEST(HParamsTest, SyntheticSpecErrors) {
   s.n_ff = 100;  // not a multiple of 32
   EXPECT_THROW(make_synthetic_model(s), Error);
   s = {};
-  s.weight_dtype = DType::Q5_0;
+  s.weight_dtype = DType::Q4_K;  // n_embd 64: not whole 256-element super-blocks
+  EXPECT_THROW(make_synthetic_model(s), Error);
+  s = {};
+  s.weight_dtype = DType::Q3_K;  // not supported
+  s.n_embd = 256;
+  s.n_ff = 512;
   EXPECT_THROW(make_synthetic_model(s), Error);
 }
 

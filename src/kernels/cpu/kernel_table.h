@@ -52,16 +52,23 @@ struct KernelTable {
   ConvertFn to_q8_1;  // weights Q4_1
   ConvertFn to_f16;   // weights F16 (and attention queries against the F16 KV cache)
   ConvertFn to_bf16;  // weights BF16
+  ConvertFn to_q8_K;  // weights Q4_K, Q5_K, Q6_K; n % 256 == 0
 
-  // Dot products by weight type, against that type's activation encoding: q4_0 and q8_0
-  // with Q8_0, q4_1 with Q8_1, f16 with F16, bf16 with BF16, f32 with F32. Block types need
-  // n % 32 == 0; the others take any n.
+  // Dot products by weight type, against that type's activation encoding: q4_0, q5_0 and
+  // q8_0 with Q8_0, q4_1 and q5_1 with Q8_1, the K-quants with Q8_K, f16 with F16, bf16 with
+  // BF16, f32 with F32. Block types need n % 32 == 0 (K-quants n % 256 == 0); the others take
+  // any n.
   DotKernel q4_0;
   DotKernel q4_1;
   DotKernel q8_0;
   DotKernel f16;
   DotKernel bf16;
   DotKernel f32;
+  DotKernel q5_0;
+  DotKernel q5_1;
+  DotKernel q4_k;
+  DotKernel q5_k;
+  DotKernel q6_k;
 
   // out = silu(gate) * up, rounding as ggml does (ggml_math.h); out may alias.
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);

@@ -16,6 +16,7 @@
 #include "core/fp16.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kquant_dots_avx2.h"
 #include "kernels/cpu/packed_matmul_avx2.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -427,12 +428,18 @@ const KernelTable& avx2_kernel_table() {
       .to_q8_1 = to_q8_1,
       .to_f16 = to_f16,
       .to_bf16 = to_bf16,
+      .to_q8_K = avx2::quantize_row_q8_K_act,
       .q4_0 = {dot_q4_0_q8_0, dot4_q4_0_q8_0, dot4xr<Q4_0Tile, kTileActRows>},
       .q4_1 = {dot_q4_1_q8_1, dot4_q4_1_q8_1, dot4xr<Q4_1Tile, kTileActRows>},
       .q8_0 = {dot_q8_0_q8_0, dot4_q8_0_q8_0, dot4xr<Q8_0Tile, kTileActRows>},
       .f16 = dot_by_rows<dot_f16_f16>(),
       .bf16 = dot_by_rows<dot_bf16_bf16>(),
       .f32 = dot_by_rows<dot_f32_f32>(),
+      .q5_0 = {avx2::dot_q5_0_q8_0, avx2::dot4_q5_0_q8_0, dot4xr_by_rows<avx2::dot4_q5_0_q8_0>},
+      .q5_1 = dot_by_rows<avx2::dot_q5_1_q8_1>(),
+      .q4_k = {avx2::dot_q4_K_q8_K, avx2::dot4_q4_K_q8_K, dot4xr_by_rows<avx2::dot4_q4_K_q8_K>},
+      .q5_k = {avx2::dot_q5_K_q8_K, avx2::dot4_q5_K_q8_K, dot4xr_by_rows<avx2::dot4_q5_K_q8_K>},
+      .q6_k = {avx2::dot_q6_K_q8_K, avx2::dot4_q6_K_q8_K, dot4xr_by_rows<avx2::dot4_q6_K_q8_K>},
       .silu_mul = avx2::silu_mul,
       .rope_apply = avx2::rope_apply,
       .attention = avx2::attention,

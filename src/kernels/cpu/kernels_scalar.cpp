@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ggml_math.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kquant_dots.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rope.h"
@@ -171,6 +172,9 @@ void to_f16(const float* x, void* y, int64_t n) {
 void to_bf16(const float* x, void* y, int64_t n) {
   quantize_row_bf16(x, static_cast<uint16_t*>(y), n);
 }
+void to_q8_K(const float* x, void* y, int64_t n) {
+  quantize_row_q8_K_act(x, static_cast<block_q8_K*>(y), n);
+}
 
 }  // namespace
 
@@ -181,12 +185,18 @@ const KernelTable& scalar_kernel_table() {
       .to_q8_1 = to_q8_1,
       .to_f16 = to_f16,
       .to_bf16 = to_bf16,
+      .to_q8_K = to_q8_K,
       .q4_0 = dot_by_rows<dot_q4_0_q8_0>(),
       .q4_1 = dot_by_rows<dot_q4_1_q8_1>(),
       .q8_0 = dot_by_rows<dot_q8_0_q8_0>(),
       .f16 = dot_by_rows<dot_f16_f16>(),
       .bf16 = dot_by_rows<dot_bf16_bf16>(),
       .f32 = dot_by_rows<dot_f32_f32>(),
+      .q5_0 = dot_by_rows<scalar::dot_q5_0_q8_0>(),
+      .q5_1 = dot_by_rows<scalar::dot_q5_1_q8_1>(),
+      .q4_k = dot_by_rows<scalar::dot_q4_K_q8_K>(),
+      .q5_k = dot_by_rows<scalar::dot_q5_K_q8_K>(),
+      .q6_k = dot_by_rows<scalar::dot_q6_K_q8_K>(),
       .silu_mul = silu_mul,
       .rope_apply = rope_apply,
       .attention = attention,

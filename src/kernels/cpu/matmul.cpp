@@ -20,6 +20,16 @@ const DotKernel* dot_for(const KernelTable& kt, DType wtype) {
       return &kt.q4_0;
     case DType::Q4_1:
       return &kt.q4_1;
+    case DType::Q5_0:
+      return &kt.q5_0;
+    case DType::Q5_1:
+      return &kt.q5_1;
+    case DType::Q4_K:
+      return &kt.q4_k;
+    case DType::Q5_K:
+      return &kt.q5_k;
+    case DType::Q6_K:
+      return &kt.q6_k;
     default:
       return nullptr;
   }
@@ -33,9 +43,15 @@ ConvertFn convert_for(const KernelTable& kt, DType wtype) {
       return kt.to_bf16;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
       return kt.to_q8_0;
     case DType::Q4_1:
+    case DType::Q5_1:
       return kt.to_q8_1;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return kt.to_q8_K;
     default:
       return nullptr;
   }
@@ -77,9 +93,15 @@ DType activation_dtype(DType wtype) {
       return DType::BF16;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
       return DType::Q8_0;
     case DType::Q4_1:
+    case DType::Q5_1:
       return DType::Q8_1;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
     default:
       return DType::F32;
   }

@@ -11,7 +11,10 @@
 //   F16            F16
 //   BF16           BF16
 //   Q8_0, Q4_0     Q8_0
-//   Q4_1           Q8_1
+//   Q5_0           Q8_0
+//   Q4_1, Q5_1     Q8_1
+//   Q4_K, Q5_K     Q8_K (super-blocks of 256: a row's length must be a multiple of 256)
+//   Q6_K           Q8_K
 
 #include <cstddef>
 #include <cstdint>

@@ -66,13 +66,17 @@ constexpr Shape kLlama1bShapes[] = {
     {"1b.ffn_up", 8192, 2048},
     {"1b.ffn_down", 2048, 8192},
 };
-constexpr DType kWeightTypes[] = {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1};
+constexpr DType kWeightTypes[] = {DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                                  DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K};
 
 Arith arith_of(DType wtype) {
   switch (wtype) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
       return Arith::DotI8;
     case DType::BF16:
       return Arith::DotBf16;
@@ -320,6 +324,7 @@ void register_all(BenchContext* ctx) {
         std::vector<Shape>(std::begin(kLlama1bShapes), std::end(kLlama1bShapes))}) {
     for (DType wtype : kWeightTypes) {
       for (const Shape& shape : shapes) {
+        if (shape.k % dtype_info(wtype).block_size != 0) continue;  // K-quants: 1b shapes
         for (int64_t m : {int64_t{1}, int64_t{32}, kPrefillRows}) {
           for (int t : kThreadCounts) {
             const std::string name = "matmul/" + dtype_label(wtype) + "/m:" + std::to_string(m) +

@@ -152,6 +152,7 @@ Tensor CpuOps::prepare_weight(const Tensor& w) {
   if (packed == w.dtype || w.rank != 2 || w.device != Device::CPU) return w;
   const int64_t n = w.shape[0];
   const int64_t k = w.shape[1];
+  if (!cpu::packable(w.dtype, w.data, static_cast<size_t>(w.stride[0]), n, k)) return w;
   uint8_t* const buf = weights_.allocate(cpu::packed_bytes(w.dtype, n, k));
   const int64_t groups = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
@@ -169,21 +170,24 @@ Tensor CpuOps::prepare_stacked(std::span<const Tensor> ws) {
   const int64_t k = ws[0].rank == 2 ? ws[0].shape[1] : 0;
   int64_t n = 0;
   for (const Tensor& w : ws) {
-    // Each weight's rows must fill whole groups, so that its outputs start on a group.
-    if (w.dtype != base || w.rank != 2 || w.device != Device::CPU || w.shape[1] != k ||
-        w.shape[0] % cpu::kPackRows != 0) {
+    // Each weight's rows must fill whole groups, so that its outputs start on a group; the
+    // weights may differ in type where they pack into the same one (Q5_0 and Q8_0).
+    if (cpu::packed_weight_dtype(kt_, w.dtype) != packed || w.rank != 2 ||
+        w.device != Device::CPU || w.shape[1] != k || w.shape[0] % cpu::kPackRows != 0 ||
+        !cpu::packable(w.dtype, w.data, static_cast<size_t>(w.stride[0]), w.shape[0], k)) {
       return {};
     }
     n += w.shape[0];
   }
   uint8_t* const buf = weights_.allocate(cpu::packed_bytes(base, n, k));
-  const size_t group_bytes = cpu::kPackRows * row_bytes(base, k);
+  const size_t group_bytes = cpu::packed_group_bytes(base, k);
   int64_t first_group = 0;
   for (const Tensor& w : ws) {
     const int64_t groups = w.shape[0] / cpu::kPackRows;
     uint8_t* out = buf + static_cast<size_t>(first_group) * group_bytes;
     for_rows(groups, k * cpu::kPackRows, [&](int64_t g0, int64_t g1) {
-      cpu::pack_groups(base, w.data, static_cast<size_t>(w.stride[0]), w.shape[0], k, g0, g1, out);
+      cpu::pack_groups(w.dtype, w.data, static_cast<size_t>(w.stride[0]), w.shape[0], k, g0, g1,
+                       out);
     });
     first_group += groups;
   }
@@ -281,6 +285,10 @@ Tensor CpuOps::prepare_gated(const Tensor& gate, const Tensor& up) {
   }
   const int64_t n = gate.shape[0];
   const int64_t k = gate.shape[1];
+  if (!cpu::packable(base, gate.data, static_cast<size_t>(gate.stride[0]), n, k) ||
+      !cpu::packable(base, up.data, static_cast<size_t>(up.stride[0]), n, k)) {
+    return {};
+  }
   uint8_t* const buf = weights_.allocate(2 * cpu::packed_bytes(base, n, k));
   const int64_t pairs = (n + cpu::kPackRows - 1) / cpu::kPackRows;
   for_rows(pairs, 2 * k * cpu::kPackRows, [&](int64_t p0, int64_t p1) {

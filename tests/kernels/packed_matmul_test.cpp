@@ -21,7 +21,7 @@ namespace {
 
 using test::random_half;
 
-const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0};
 
 // n rows of random blocks of `base`, contiguous.
 std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::mt19937_64& rng) {
@@ -38,6 +38,9 @@ std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::
         case DType::Q4_1:
           reinterpret_cast<block_q4_1*>(row)[i].d = random_half(rng);
           reinterpret_cast<block_q4_1*>(row)[i].m = random_half(rng);
+          break;
+        case DType::Q5_0:
+          reinterpret_cast<block_q5_0*>(row)[i].d = random_half(rng);
           break;
         default:
           reinterpret_cast<block_q8_0*>(row)[i].d = random_half(rng);
@@ -304,6 +307,88 @@ TEST(PackedMatmulTest, PackingEqualsTheReferencePacker) {
       EXPECT_EQ(got, want) << dtype_name(base) << " n=" << n;
     }
   }
+}
+
+// Q5_0 packs into Q8_0_X8 as the Q8_0 weight of the same values (q - 16, the same scale)
+// packs: byte for byte, so it computes exactly as that Q8_0 weight does.
+TEST(PackedMatmulTest, Q5_0PacksAsTheQ8_0OfItsValues) {
+  std::mt19937_64 rng(17);
+  const int64_t n = 19, blocks = 6, k = blocks * kQK;
+  const auto w5 = random_weights(DType::Q5_0, n, blocks, rng);
+  std::vector<float> row(static_cast<size_t>(k));
+  std::vector<uint8_t> w8(row_bytes(DType::Q8_0, k) * static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const auto* a = reinterpret_cast<const block_q5_0*>(w5.data() + j * row_bytes(DType::Q5_0, k));
+    auto* b = reinterpret_cast<block_q8_0*>(w8.data() + j * row_bytes(DType::Q8_0, k));
+    for (int64_t i = 0; i < blocks; ++i) {
+      // Decoding with scale 1 gives q - 16 itself.
+      block_q5_0 unit = a[i];
+      unit.d = f32_to_fp16(1.0f);
+      dequantize_row_q5_0(&unit, row.data(), kQK);
+      b[i].d = a[i].d;
+      for (int e = 0; e < kQK; ++e) b[i].qs[e] = static_cast<int8_t>(row[e]);
+    }
+  }
+  EXPECT_EQ(packed_dtype(DType::Q5_0), DType::Q8_0_X8);
+  EXPECT_EQ(packed_bytes(DType::Q5_0, n, k), packed_bytes(DType::Q8_0, n, k));
+  EXPECT_EQ(pack_all(DType::Q5_0, w5, n, k), pack_all(DType::Q8_0, w8, n, k));
+}
+
+// Q4_K packs into Q4_1_X8 as its sub-blocks' Q4_1 blocks: each decodes to the super-block's
+// values within the f16 rounding of the sub-block scale and min (2^-11 of each, relatively,
+// where packable), and the packers write those blocks' bytes.
+TEST(PackedMatmulTest, Q4_KPacksAsItsSubBlocksQ4_1Blocks) {
+  const int64_t n = 13, k = 512;
+  const auto wf = test::random_floats(static_cast<size_t>(n * k), 23, -0.3f, 0.2f);
+  const auto w = test::encode_rows(DType::Q4_K, wf, k);
+  const size_t rb = row_bytes(DType::Q4_K, k);
+  ASSERT_TRUE(packable(DType::Q4_K, w.data(), rb, n, k));
+  std::vector<uint8_t> as_q4_1(row_bytes(DType::Q4_1, k) * static_cast<size_t>(n));
+  auto* blocks = reinterpret_cast<block_q4_1*>(as_q4_1.data());
+  std::vector<float> want(static_cast<size_t>(k));
+  std::vector<float> got(static_cast<size_t>(k));
+  for (int64_t j = 0; j < n; ++j) {
+    const auto* a = reinterpret_cast<const block_q4_K*>(w.data() + j * rb);
+    for (int64_t i = 0; i < k / kQK_K; ++i) q4_K_as_q4_1(a[i], blocks + (j * k + i * kQK_K) / kQK);
+    dequantize_row_q4_K(a, want.data(), k);
+    dequantize_row_q4_1(blocks + j * k / kQK, got.data(), k);
+    for (int64_t e = 0; e < k; ++e) {
+      int sc = 0;
+      int m = 0;
+      kq_scale_min(a[e / kQK_K].scales, static_cast<int>(e % kQK_K / kQK), sc, m);
+      const float step = fp16_to_f32(a[e / kQK_K].d) * static_cast<float>(sc);
+      const float min = fp16_to_f32(a[e / kQK_K].dmin) * static_cast<float>(m);
+      EXPECT_LE(std::fabs(got[e] - want[e]), (15.0f * step + min) * 0x1p-11f + 1e-7f)
+          << "row " << j << " element " << e;
+    }
+  }
+  const int64_t groups = (n + kPackRows - 1) / kPackRows;
+  std::vector<uint8_t> packed(packed_bytes(DType::Q4_K, n, k), 0xAB);
+  std::vector<uint8_t> reference(packed.size(), 0xCD);
+  pack_groups(DType::Q4_K, w.data(), rb, n, k, 0, groups, packed.data());
+  pack_groups_reference(DType::Q4_K, w.data(), rb, n, k, 0, groups, reference.data());
+  EXPECT_EQ(packed, reference);
+  EXPECT_EQ(packed, pack_all(DType::Q4_1, as_q4_1, n, k));
+}
+
+// A Q4_K weight whose sub-block scales or mins leave the normal f16 range does not pack (it
+// would lose more than 2^-11 of them): too large, or too small but not zero.
+TEST(PackedMatmulTest, Q4_KOutsideTheHalfRangeDoesNotPack) {
+  const int64_t k = 256;
+  const auto wf = test::random_floats(static_cast<size_t>(k), 29);
+  auto w = test::encode_rows(DType::Q4_K, wf, k);
+  auto* a = reinterpret_cast<block_q4_K*>(w.data());
+  EXPECT_TRUE(packable(DType::Q4_K, w.data(), w.size(), 1, k));
+  const block_q4_K fine = *a;
+  a->d = f32_to_fp16(30000.0f);  // 30000 * sc overflows f16 for sc >= 3
+  EXPECT_FALSE(packable(DType::Q4_K, w.data(), w.size(), 1, k));
+  *a = fine;
+  a->dmin = f32_to_fp16(1e-7f);  // 1e-7 * m is an f16 subnormal
+  EXPECT_FALSE(packable(DType::Q4_K, w.data(), w.size(), 1, k));
+  *a = fine;
+  a->dmin = 0;  // all mins zero: exact
+  EXPECT_TRUE(packable(DType::Q4_K, w.data(), w.size(), 1, k));
+  EXPECT_TRUE(packable(DType::Q4_0, nullptr, 0, 0, 0));
 }
 
 TEST(PackedMatmulTest, OnlyLevelsWithKernelsPack) {

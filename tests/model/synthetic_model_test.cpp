@@ -189,10 +189,21 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
 }
 
 // The 5-bit and K-quant weight types run the whole model (matrices, the embedding lookup and
-// the tied head): every level within rounding of the scalar one, and close to the same model
-// with its weights decoded to F32 by `quantize` (what remains is the activations' 8-bit
-// encoding: measured 0.6-1.5% of the largest logit).
+// the tied head) on every level, close to the same model with its weights decoded to F32 by
+// `quantize` (what remains is the activations' 8-bit encoding: measured 0.6-1.5% of the
+// largest logit). Levels that compute a type in GGUF's layout agree within rounding; Q4_K
+// packed (as Q4_1 blocks, with Q8_1 activations) is as close to the F32 model as GGUF's.
 TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
+  const auto max_error = [](const std::vector<float>& ref, const std::vector<float>& got) {
+    double max_ref = 0.0;
+    double max_err = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+      max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - got[i]));
+    }
+    EXPECT_GT(max_ref, 0.1);
+    return max_err / max_ref;
+  };
   for (const DType w : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     SyntheticModelSpec s;
     s.n_embd = 256;  // whole K-quant super-blocks
@@ -218,18 +229,17 @@ TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
     };
     const std::vector<float> ref = logits_of(f32_file, Isa::Scalar);
     const std::vector<float> scalar = logits_of(file, Isa::Scalar);
-    double max_ref = 0.0;
-    double max_err = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
-      max_err = std::max(max_err, std::fabs(static_cast<double>(ref[i]) - scalar[i]));
-    }
-    EXPECT_GT(max_ref, 0.1) << dtype_name(w);
-    EXPECT_LE(max_err, 0.03 * max_ref) << dtype_name(w) << ": against the decoded weights";
+    const double scalar_err = max_error(ref, scalar);
+    EXPECT_LE(scalar_err, 0.03) << dtype_name(w) << ": scalar against the decoded weights";
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
       if (isa > best_isa(cpu_features())) continue;
-      expect_within_rounding(scalar, logits_of(file, isa),
-                             std::string(dtype_name(w)) + " " + std::string(isa_name(isa)));
+      const std::string what = std::string(dtype_name(w)) + " " + std::string(isa_name(isa));
+      const std::vector<float> simd = logits_of(file, isa);
+      if (w == DType::Q4_K) {
+        EXPECT_LE(max_error(ref, simd), 1.2 * scalar_err) << what << " against the decoded weights";
+      } else {
+        expect_within_rounding(scalar, simd, what);
+      }
     }
   }
 }

@@ -57,6 +57,17 @@ inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
+// Asks for the lines of a block kPrefetchBytes ahead of it. A four-row form reads four rows
+// side by side, and without this the first load of each block waited on memory (perf: most of a
+// decode step's samples of the GGUF-layout K-quant GEMV sat on the block's first use).
+constexpr int kPrefetchBytes = 4096;
+
+template <typename Block>
+inline void prefetch_ahead(const Block* block) {
+  const char* p = reinterpret_cast<const char*>(block) + kPrefetchBytes;
+  for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 // The sum of the 8 int32 lanes.
 inline int hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -286,6 +297,7 @@ void dot4_q45_K(int64_t n, const void* w, size_t ws, const void* x, float* out) 
     __m256i acc[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
+      prefetch_ahead(&a[r][i]);
       sm[r] = unpack_scales_mins(a[r][i].scales);
       qh[r] = fifth_bit_bytes(a[r][i]);
       acc[r] = _mm256_setzero_si256();
@@ -458,6 +470,7 @@ void dot4_q6_K_q8_K(int64_t n, const void* w, size_t ws, const void* x, float* o
     __m256i acc[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
+      prefetch_ahead(&a[r][i]);
       scales[r] = q6_scales(a[r][i]);
       acc[r] = _mm256_setzero_si256();
     }

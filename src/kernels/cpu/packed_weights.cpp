@@ -1,6 +1,7 @@
 #include "kernels/cpu/packed_weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -44,10 +45,64 @@ DType packed_dtype(DType base) {
     case DType::Q4_1:
       return DType::Q4_1_X8;
     case DType::Q8_0:
+    case DType::Q5_0:  // its q - 16 as 8-bit quants: the same values
       return DType::Q8_0_X8;
+    case DType::Q4_K:  // each sub-block as a Q4_1 block (q4_K_as_q4_1)
+      return DType::Q4_1_X8;
     default:
       return base;
   }
+}
+
+void q4_K_as_q4_1(const block_q4_K& a, block_q4_1* out) {
+  const float d = fp16_to_f32(a.d);
+  const float dmin = fp16_to_f32(a.dmin);
+  for (int s = 0; s < 8; ++s) {
+    int sc = 0;
+    int m = 0;
+    kq_scale_min(a.scales, s, sc, m);
+    out[s].d = f32_to_fp16(d * static_cast<float>(sc));
+    out[s].m = f32_to_fp16(-(dmin * static_cast<float>(m)));
+    // Sub-block s: the low (s even) or high nibbles of qs[32 (s / 2), + 32); Q4_1 holds element
+    // j in the low nibble of byte j and element j + 16 in its high nibble.
+    const uint8_t* q = a.qs + 32 * (s / 2);
+    const int shift = 4 * (s % 2);
+    for (int j = 0; j < kQK / 2; ++j) {
+      out[s].qs[j] =
+          static_cast<uint8_t>(((q[j] >> shift) & 0x0f) | ((q[j + kQK / 2] >> shift) & 0x0f) << 4);
+    }
+  }
+}
+
+namespace {
+
+// Whether v is zero or in the normal f16 range: rounded to f16, within 2^-11 of itself.
+bool normal_half(float v) {
+  const float a = std::fabs(v);
+  return a == 0.0f || (a >= 0x1p-14f && a <= 65504.0f);
+}
+
+}  // namespace
+
+bool packable(DType base, const void* w, size_t w_stride, int64_t n, int64_t k) {
+  if (base != DType::Q4_K) return true;
+  for (int64_t j = 0; j < n; ++j) {
+    const auto* a = reinterpret_cast<const block_q4_K*>(row_of(w, w_stride, j));
+    for (int64_t i = 0; i < k / kQK_K; ++i) {
+      const float d = fp16_to_f32(a[i].d);
+      const float dmin = fp16_to_f32(a[i].dmin);
+      for (int s = 0; s < 8; ++s) {
+        int sc = 0;
+        int m = 0;
+        kq_scale_min(a[i].scales, s, sc, m);
+        if (!normal_half(d * static_cast<float>(sc)) ||
+            !normal_half(dmin * static_cast<float>(m))) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
 }
 
 bool is_packed(DType dtype) {
@@ -99,7 +154,11 @@ const PackedActBlock* activation_blocks_of(DType packed, const PackedMatmulArgs&
 
 size_t packed_bytes(DType base, int64_t n, int64_t k) {
   const int64_t groups = (n + kPackRows - 1) / kPackRows;
-  return static_cast<size_t>(groups) * kPackRows * row_bytes(base, k);
+  return static_cast<size_t>(groups) * packed_group_bytes(base, k);
+}
+
+size_t packed_group_bytes(DType base, int64_t k) {
+  return kPackRows * row_bytes(unpacked_dtype(packed_dtype(base)), k);
 }
 
 namespace {
@@ -112,6 +171,18 @@ uint32_t load_u32(const uint8_t* p) {
 
 void store_u32(uint8_t* p, uint32_t v) {
   std::memcpy(p, &v, sizeof(v));
+}
+
+// A Q5_0 block's elements as Q8_0_X8 stores 8-bit quants: (q - 16) + 128, in element order.
+// The 5-bit code is the nibble (element e in byte e % 16, high nibble for e >= 16) with bit e
+// of qh on top; q - 16 + 128 = code + 112.
+void q5_0_bytes(const block_q5_0& a, uint8_t* out) {
+  uint32_t qh = 0;
+  std::memcpy(&qh, a.qh, 4);
+  for (int e = 0; e < kQK; ++e) {
+    const int low = e < kQK / 2 ? a.qs[e] & 0x0f : a.qs[e - kQK / 2] >> 4;
+    out[e] = static_cast<uint8_t>((low | static_cast<int>((qh >> e) & 1) << 4) + 112);
+  }
 }
 
 // One GGUF 4-bit block of row r into the chunk layout, four bytes (one row of a chunk) at a
@@ -149,7 +220,7 @@ void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t 
                  int64_t g1, void* out) {
   assert(k % kQK == 0 && packed_dtype(base) != base);
   const int64_t nb = k / kQK;
-  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  const size_t group_bytes = packed_group_bytes(base, k);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(g) * group_bytes;
     const int64_t first_row = g * kPackRows;
@@ -186,6 +257,30 @@ void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t 
               }
             });
         break;
+      case DType::Q4_K:
+        // One super-block of a row is eight blocks of the group.
+        pack_group_blocks<block_q4_K, std::array<block_q4_1x8, 8>>(
+            w, w_stride, first_row, rows, nb / 8, dst,
+            [](const block_q4_K& a, int r, std::array<block_q4_1x8, 8>& b) {
+              block_q4_1 sub[8];
+              q4_K_as_q4_1(a, sub);
+              for (int s = 0; s < 8; ++s) {
+                b[s].d[r] = sub[s].d;
+                b[s].m[r] = sub[s].m;
+                pack_nibbles_words(sub[s].qs, r, b[s].qs);
+              }
+            });
+        break;
+      case DType::Q5_0:
+        pack_group_blocks<block_q5_0, block_q8_0x8>(
+            w, w_stride, first_row, rows, nb, dst, [](const block_q5_0& a, int r, block_q8_0x8& b) {
+              b.d[r] = a.d;
+              uint8_t q[kQK];
+              q5_0_bytes(a, q);
+              for (int s = 0; s < kQK / 4; ++s)
+                store_u32(b.qs + 32 * s + 4 * r, load_u32(q + 4 * s));
+            });
+        break;
       default:
         assert(false && "no packed form");
     }
@@ -196,7 +291,7 @@ void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n
                            int64_t g0, int64_t g1, void* out) {
   assert(k % kQK == 0 && packed_dtype(base) != base);
   const int64_t nb = k / kQK;
-  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  const size_t group_bytes = packed_group_bytes(base, k);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(g) * group_bytes;
     std::memset(dst, 0, group_bytes);  // rows past n stay zero: scale 0, contribution 0
@@ -230,6 +325,32 @@ void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n
             }
             break;
           }
+          case DType::Q4_K: {
+            if (i % 8 != 0) break;  // a super-block's eight blocks at its first
+            const auto& a = reinterpret_cast<const block_q4_K*>(src)[i / 8];
+            block_q4_1 sub[8];
+            q4_K_as_q4_1(a, sub);
+            for (int s = 0; s < 8; ++s) {
+              auto& b = reinterpret_cast<block_q4_1x8*>(dst)[i + s];
+              b.d[r] = sub[s].d;
+              b.m[r] = sub[s].m;
+              pack_nibbles(sub[s].qs, r, b.qs);
+            }
+            break;
+          }
+          case DType::Q5_0: {
+            const auto& a = reinterpret_cast<const block_q5_0*>(src)[i];
+            auto& b = reinterpret_cast<block_q8_0x8*>(dst)[i];
+            b.d[r] = a.d;
+            uint32_t qh = 0;
+            std::memcpy(&qh, a.qh, 4);
+            for (int e = 0; e < kQK; ++e) {
+              const int low = e < 16 ? a.qs[e] & 0x0f : a.qs[e - 16] >> 4;
+              const int q = low | static_cast<int>((qh >> e) & 1) << 4;
+              b.qs[32 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>(q - 16 + 128);
+            }
+            break;
+          }
           default:
             assert(false && "no packed form");
         }
@@ -240,7 +361,7 @@ void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n
 
 void pack_gated_pairs(DType base, const void* gate, const void* up, size_t w_stride, int64_t n,
                       int64_t k, int64_t p0, int64_t p1, void* out) {
-  const size_t group_bytes = kPackRows * row_bytes(base, k);
+  const size_t group_bytes = packed_group_bytes(base, k);
   for (int64_t p = p0; p < p1; ++p) {
     // pack_groups puts group g at g * group_bytes: shift the base so that group p lands at
     // pair slot 2p (gate) or 2p + 1 (up).

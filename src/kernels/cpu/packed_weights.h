@@ -6,6 +6,9 @@
 // with no horizontal sums. GGUF's layout puts one row's block in a register instead, which
 // costs an int-to-float conversion and an fma per row and block (quant_dots_avx512.cpp).
 //
+// Q4_0, Q4_1 and Q8_0 pack as they are; Q5_0 packs into Q8_0_X8 and Q4_K into Q4_1_X8
+// (packed_dtype says how).
+//
 // A packed tensor of n rows holds ceil(n / 8) groups; a group is the k / 32 blocks of its eight
 // rows in block order (rows past n, in the last group, are zero). One block of a group:
 //
@@ -58,13 +61,29 @@ static_assert(sizeof(block_q4_1x8) == 8 * sizeof(block_q4_1));
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
 
 // The packed type of a GGUF weight type (Q4_0 -> Q4_0_X8, ...), or `base` itself when it has
-// none.
+// none. Q5_0 packs into Q8_0_X8: its quants less 16 are 8-bit quants of the same scale, so a
+// Q5_0 weight computes exactly as the Q8_0 weight of the same values does (1.55x the bytes of
+// the file, read by the 8-bit kernel, ~3x faster than Q5_0's own in GGUF's layout). Q4_K packs
+// into Q4_1_X8, each 32-element sub-block as a Q4_1 block (q4_K_as_q4_1), where packable.
 DType packed_dtype(DType base);
+
+// Whether the (n, k) weight w of type `base` packs (packed_dtype(base) != base assumed): always,
+// except that Q4_K packs only when every sub-block's scale d * sc and min dmin * m is zero or
+// within the normal f16 range, so that rounded to f16 each is within 2^-11 of itself,
+// relatively. Weights that do not pack compute in GGUF's layout.
+bool packable(DType base, const void* w, size_t w_stride, int64_t n, int64_t k);
+
+// The eight sub-blocks of a Q4_K super-block as Q4_1 blocks: scale f16(d * sc), min
+// f16(-dmin * m), the same 4-bit quants. Their values are the super-block's to within the f16
+// rounding of those scales and mins (packable says when that is 2^-11 relative).
+void q4_K_as_q4_1(const block_q4_K& a, block_q4_1* out);
 bool is_packed(DType dtype);
 DType unpacked_dtype(DType packed);  // Q4_0_X8 -> Q4_0, ...
 
-// Bytes of a packed (n, k) tensor: ceil(n / 8) groups.
+// Bytes of a packed (n, k) tensor: ceil(n / 8) groups, each packed_group_bytes.
 size_t packed_bytes(DType base, int64_t n, int64_t k);
+// Bytes of one group of eight packed rows of k elements of `base` (in the packed type's blocks).
+size_t packed_group_bytes(DType base, int64_t k);
 
 // Packs groups [g0, g1) of the (n, k) tensor w (rows w_stride bytes apart, type `base`) into
 // `out`, which holds all packed_bytes(base, n, k) bytes (group g starts at g * 8 rows' bytes).

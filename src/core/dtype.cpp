@@ -43,6 +43,9 @@ constexpr std::array kPackedTypes = {
     DTypeInfo{DType::Q4_0_X8, "Q4_0x8", 32, 18, true, false},
     DTypeInfo{DType::Q4_1_X8, "Q4_1x8", 32, 20, true, false},
     DTypeInfo{DType::Q8_0_X8, "Q8_0x8", 32, 34, true, false},
+    // Q6_K's values as 8-bit quants with a scale per 16 elements (packed_weights.h): 36 bytes
+    // a row and block of 32, more than Q6_K's 26.25.
+    DTypeInfo{DType::Q6_K_X8, "Q6_Kx8", 32, 36, true, false},
 };
 
 }  // namespace

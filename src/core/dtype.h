@@ -38,6 +38,7 @@ enum class DType : uint32_t {
   Q4_0_X8 = 0x10000 + 2,
   Q4_1_X8 = 0x10000 + 3,
   Q8_0_X8 = 0x10000 + 8,
+  Q6_K_X8 = 0x10000 + 14,
 };
 
 struct DTypeInfo {

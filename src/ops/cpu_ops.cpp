@@ -44,7 +44,9 @@ namespace {
 
 cpu::KernelTable table_for(Isa isa, bool repack) {
   cpu::KernelTable t = cpu::kernel_table(isa);
-  if (!repack) t.q4_0x8 = t.q4_1x8 = t.q8_0x8 = nullptr;  // nothing packs (packed_weight_dtype)
+  if (!repack) {  // nothing packs (packed_weight_dtype)
+    t.q4_0x8 = t.q4_1x8 = t.q8_0x8 = t.q6_kx8 = nullptr;
+  }
   return t;
 }
 

@@ -21,7 +21,13 @@ namespace {
 
 using test::random_half;
 
-const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0};
+const DType kBases[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q6_K};
+
+// `blocks` blocks of 32, rounded up to whole super-blocks for the K-quants.
+int64_t whole(DType base, int64_t blocks) {
+  const int64_t per = dtype_info(base).block_size / kQK;
+  return (blocks + per - 1) / per * per;
+}
 
 // n rows of random blocks of `base`, contiguous.
 std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::mt19937_64& rng) {
@@ -41,6 +47,9 @@ std::vector<uint8_t> random_weights(DType base, int64_t n, int64_t blocks, std::
           break;
         case DType::Q5_0:
           reinterpret_cast<block_q5_0*>(row)[i].d = random_half(rng);
+          break;
+        case DType::Q6_K:
+          if (i % 8 == 0) reinterpret_cast<block_q6_K*>(row)[i / 8].d = random_half(rng);
           break;
         default:
           reinterpret_cast<block_q8_0*>(row)[i].d = random_half(rng);
@@ -92,12 +101,13 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
       if (kernel == nullptr) continue;
       ++tested;
       for (int64_t n : {8, 13, 24, 37}) {
-        for (int64_t blocks : {1, 2, 3, 17, 64, 65}) {
+        for (int64_t b : {1, 2, 3, 17, 64, 65}) {
+          const int64_t blocks = whole(base, b);
           std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
                               static_cast<uint64_t>(base));
           const int64_t k = blocks * kQK;
           const int64_t max_m = 9;
-          const size_t xs = row_bytes(activation_dtype(base), k) + 6;  // padded rows
+          const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k) + 6;  // padded rows
           const auto w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
           const auto x = random_activations(base, max_m, blocks, xs, rng);
           const int64_t groups = (n + kPackRows - 1) / kPackRows;
@@ -146,16 +156,28 @@ TEST(PackedMatmulTest, ReferenceMatchesTheUnpackedDot) {
     const auto wf = test::random_floats(static_cast<size_t>(n * k), 11);
     const auto xf = test::random_floats(static_cast<size_t>(m * k), 12, -3.0f, 3.0f);
     const auto w = test::encode_rows(base, wf, k);
-    const size_t xs = row_bytes(activation_dtype(base), k);
+    const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
     std::vector<uint8_t> x(xs * m);
-    convert_rows(scalar, base, xf.data(), k, k, 0, m, x.data());
+    convert_rows(scalar, packed_dtype(base), xf.data(), k, k, 0, m, x.data());
     const auto p = pack_all(base, w, n, k);
     std::vector<float> y(static_cast<size_t>(m * n));
     packed_matmul_reference(packed_dtype(base),
                             {p.data(), n, k, x.data(), xs, m, 0, (n + 7) / 8, y.data(), n, 0});
     std::vector<float> want(y.size());
-    matmul_rows(scalar, base, w.data(), row_bytes(base, k), x.data(), xs, m, k, 0, n, want.data(),
-                n);
+    if (activation_dtype(base) == activation_dtype(packed_dtype(base))) {
+      matmul_rows(scalar, base, w.data(), row_bytes(base, k), x.data(), xs, m, k, 0, n, want.data(),
+                  n);
+    } else {  // Q6_K: packed, it takes Q8_0 activations; the sum over the decoded operands
+      const auto wd = test::decode_rows(base, w.data(), n, k);
+      const auto xd = test::decode_rows(DType::Q8_0, x.data(), m, k);
+      for (int64_t c = 0; c < m; ++c) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0.0;
+          for (int64_t e = 0; e < k; ++e) sum += static_cast<double>(wd[j * k + e]) * xd[c * k + e];
+          want[c * n + j] = static_cast<float>(sum);
+        }
+      }
+    }
     for (size_t e = 0; e < y.size(); ++e) {
       EXPECT_NEAR(y[e], want[e], 1e-4 * (1.0 + std::fabs(want[e])))
           << dtype_name(base) << " element " << e;
@@ -167,7 +189,7 @@ TEST(PackedMatmulTest, ReferenceMatchesTheUnpackedDot) {
 TEST(PackedMatmulTest, PackingGroupRangesComposes) {
   for (DType base : kBases) {
     std::mt19937_64 rng(5);
-    const int64_t n = 29, blocks = 3, k = blocks * kQK;
+    const int64_t n = 29, blocks = whole(base, 3), k = blocks * kQK;
     const auto w = random_weights(base, n, blocks, rng);
     const auto whole = pack_all(base, w, n, k);
     std::vector<uint8_t> parts(whole.size(), 0xAB);
@@ -191,7 +213,8 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
       ++tested;
       for (PackedEpilogue epilogue : {PackedEpilogue::Add, PackedEpilogue::SiluMul}) {
         for (int64_t n : {8, 13, 37}) {
-          for (int64_t blocks : {1, 3, 17}) {
+          for (int64_t b : {1, 3, 17}) {
+            const int64_t blocks = whole(base, b);
             std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
                                 static_cast<uint64_t>(base) * 7 +
                                 static_cast<uint64_t>(epilogue));
@@ -209,7 +232,7 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
               w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
             }
             const int64_t max_m = 9;
-            const size_t xs = row_bytes(activation_dtype(base), k);
+            const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
             const auto x = random_activations(base, max_m, blocks, xs, rng);
             const int64_t y_stride = n + 3;
             for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{5}, max_m}) {
@@ -246,11 +269,11 @@ TEST(PackedMatmulTest, ReferenceEpiloguesEqualTheUnfusedSteps) {
   const SiluMulFn silu_mul = scalar_kernel_table().silu_mul;
   for (DType base : kBases) {
     std::mt19937_64 rng(static_cast<uint64_t>(base) + 77);
-    const int64_t n = 21, blocks = 4, k = blocks * kQK, m = 3;
+    const int64_t n = 21, blocks = whole(base, 4), k = blocks * kQK, m = 3;
     const size_t rb = row_bytes(base, k);
     const auto gate = random_weights(base, n, blocks, rng);
     const auto up = random_weights(base, n, blocks, rng);
-    const size_t xs = row_bytes(activation_dtype(base), k);
+    const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
     const auto x = random_activations(base, m, blocks, xs, rng);
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
     const DType packed = packed_dtype(base);
@@ -296,7 +319,7 @@ TEST(PackedMatmulTest, PackingEqualsTheReferencePacker) {
   for (DType base : kBases) {
     for (int64_t n : {1, 8, 13, 24, 37}) {
       std::mt19937_64 rng(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(base));
-      const int64_t blocks = 5, k = blocks * kQK;
+      const int64_t blocks = whole(base, 5), k = blocks * kQK;
       const auto w = random_weights(base, n, blocks, rng);
       const size_t rb = row_bytes(base, k);
       const int64_t groups = (n + kPackRows - 1) / kPackRows;

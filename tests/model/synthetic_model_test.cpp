@@ -191,8 +191,9 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
 // The 5-bit and K-quant weight types run the whole model (matrices, the embedding lookup and
 // the tied head) on every level, close to the same model with its weights decoded to F32 by
 // `quantize` (what remains is the activations' 8-bit encoding: measured 0.6-1.5% of the
-// largest logit). Levels that compute a type in GGUF's layout agree within rounding; Q4_K
-// packed (as Q4_1 blocks, with Q8_1 activations) is as close to the F32 model as GGUF's.
+// largest logit). Levels that compute a type in GGUF's layout agree within rounding; packed Q4_K
+// (as Q4_1 blocks, with Q8_1 activations) and Q6_K (8-bit quants with Q8_0 activations) are
+// as close to the F32 model as GGUF's layout is.
 TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
   const auto max_error = [](const std::vector<float>& ref, const std::vector<float>& got) {
     double max_ref = 0.0;
@@ -235,7 +236,7 @@ TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
       if (isa > best_isa(cpu_features())) continue;
       const std::string what = std::string(dtype_name(w)) + " " + std::string(isa_name(isa));
       const std::vector<float> simd = logits_of(file, isa);
-      if (w == DType::Q4_K) {
+      if (w == DType::Q4_K || w == DType::Q6_K) {
         EXPECT_LE(max_error(ref, simd), 1.2 * scalar_err) << what << " against the decoded weights";
       } else {
         expect_within_rounding(scalar, simd, what);

@@ -98,6 +98,7 @@ struct KernelTable {
   PackedMatmulFn q4_0x8 = nullptr;
   PackedMatmulFn q4_1x8 = nullptr;
   PackedMatmulFn q8_0x8 = nullptr;
+  PackedMatmulFn q6_kx8 = nullptr;  // Q6_K packed (AVX2's also serves the AVX-512 level)
 };
 
 // dot4 as four calls of dot, for kernels without a four-row form.

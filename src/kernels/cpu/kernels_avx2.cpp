@@ -448,6 +448,7 @@ const KernelTable& avx2_kernel_table() {
       .q4_0x8 = avx2::packed_matmul_q4_0,
       .q4_1x8 = avx2::packed_matmul_q4_1,
       .q8_0x8 = avx2::packed_matmul_q8_0,
+      .q6_kx8 = avx2::packed_matmul_q6_k,
   };
   return table;
 }

@@ -36,6 +36,7 @@ const DotKernel* dot_for(const KernelTable& kt, DType wtype) {
 }
 
 ConvertFn convert_for(const KernelTable& kt, DType wtype) {
+  if (wtype == DType::Q6_K_X8) return kt.to_q8_0;  // 8-bit quants, blocks of 32
   switch (unpacked_dtype(wtype)) {
     case DType::F16:
       return kt.to_f16;
@@ -75,6 +76,8 @@ PackedMatmulFn packed_matmul_kernel(const KernelTable& kt, DType packed) {
       return kt.q4_1x8;
     case DType::Q8_0_X8:
       return kt.q8_0x8;
+    case DType::Q6_K_X8:
+      return kt.q6_kx8;
     default:
       return nullptr;
   }
@@ -86,6 +89,7 @@ DType packed_weight_dtype(const KernelTable& kt, DType wtype) {
 }
 
 DType activation_dtype(DType wtype) {
+  if (wtype == DType::Q6_K_X8) return DType::Q8_0;
   switch (unpacked_dtype(wtype)) {
     case DType::F16:
       return DType::F16;

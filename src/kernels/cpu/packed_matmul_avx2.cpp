@@ -57,6 +57,7 @@ struct Q4_0Policy {
   using X = block_q8_0;
   static constexpr bool kMins = false;
   static constexpr bool kNibbles = true;
+  static constexpr bool kHalfScales = false;
   static constexpr DType kPacked = DType::Q4_0_X8;
 };
 struct Q4_1Policy {
@@ -64,6 +65,7 @@ struct Q4_1Policy {
   using X = block_q8_1;
   static constexpr bool kMins = true;
   static constexpr bool kNibbles = true;
+  static constexpr bool kHalfScales = false;
   static constexpr DType kPacked = DType::Q4_1_X8;
 };
 struct Q8_0Policy {
@@ -71,8 +73,29 @@ struct Q8_0Policy {
   using X = block_q8_0;
   static constexpr bool kMins = false;
   static constexpr bool kNibbles = false;
+  static constexpr bool kHalfScales = false;
   static constexpr DType kPacked = DType::Q8_0_X8;
 };
+// Q6_K's values as 8-bit quants, each half of a block (chunks 0-3, 4-7) with its own integer
+// scale per row.
+struct Q6_KPolicy {
+  using W = block_q6_kx8;
+  using X = block_q8_0;
+  static constexpr bool kMins = false;
+  static constexpr bool kNibbles = false;
+  static constexpr bool kHalfScales = true;
+  static constexpr DType kPacked = DType::Q6_K_X8;
+};
+
+// The block's integer sum from its halves' sums, a lane per weight row: sc[r] * first +
+// sc[8 + r] * second (exact: |sc| <= 128, each half at most 16 * 127 * 128 in magnitude).
+template <typename T>
+inline __m256i scaled_halves(const typename T::W& b, __m256i first, __m256i second) {
+  const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.sc)));
+  const __m256i sc1 =
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.sc + kPackRows)));
+  return _mm256_add_epi32(_mm256_mullo_epi32(sc0, first), _mm256_mullo_epi32(sc1, second));
+}
 
 // How far ahead of the block in use the weights are prefetched: as in the AVX-512 kernel, one
 // sequential stream per core does not keep enough reads in flight for a decode step.
@@ -119,7 +142,8 @@ template <typename T>
 requires(!T::kNibbles) struct BlockQuants<T> {
   __m256i q[8];   // the signed quants
   __m256i aq[8];  // their magnitudes
-  explicit BlockQuants(const typename T::W& b) {
+  const typename T::W& block;
+  explicit BlockQuants(const typename T::W& b) : block(b) {
     const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
@@ -129,6 +153,15 @@ requires(!T::kNibbles) struct BlockQuants<T> {
   }
   __m256i sum(const int8_t* xq) const {
     __m256i p = _mm256_setzero_si256();
+    if constexpr (T::kHalfScales) {
+      __m256i first = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s)
+        first = _mm256_add_epi32(first, q8_chunk_sum(aq[s], q[s], xq + 4 * s));
+#pragma GCC unroll 4
+      for (int s = 4; s < 8; ++s) p = _mm256_add_epi32(p, q8_chunk_sum(aq[s], q[s], xq + 4 * s));
+      return scaled_halves<T>(block, first, p);
+    }
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) p = _mm256_add_epi32(p, q8_chunk_sum(aq[s], q[s], xq + 4 * s));
     return p;
@@ -142,17 +175,29 @@ constexpr int kStreamedRows = 4;
 
 // Q8_0's integer sums of block b against rows xq[0..R), chunk by chunk (exact, so the same
 // values as BlockQuants::sum).
-template <int R>
-inline void streamed_q8_sums(const block_q8_0x8& b, const int8_t* const* xq, __m256i* p) {
+template <typename T, int R>
+inline void streamed_q8_sums(const typename T::W& b, const int8_t* const* xq, __m256i* p) {
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i first[R];
 #pragma GCC unroll 4
   for (int c = 0; c < R; ++c) p[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
+    if (T::kHalfScales && s == 4) {
+#pragma GCC unroll 4
+      for (int c = 0; c < R; ++c) {
+        first[c] = p[c];
+        p[c] = _mm256_setzero_si256();
+      }
+    }
     const __m256i q = _mm256_xor_si256(load32(b.qs + 32 * s), offset);
     const __m256i aq = _mm256_abs_epi8(q);
 #pragma GCC unroll 4
     for (int c = 0; c < R; ++c) p[c] = _mm256_add_epi32(p[c], q8_chunk_sum(aq, q, xq[c] + 4 * s));
+  }
+  if constexpr (T::kHalfScales) {
+#pragma GCC unroll 4
+    for (int c = 0; c < R; ++c) p[c] = scaled_halves<T>(b, first[c], p[c]);
   }
 }
 
@@ -183,7 +228,7 @@ inline void tile(const typename T::W* w, int64_t nb, const typename T::X* const*
       const int8_t* xq[R];
       for (int c = 0; c < R; ++c) xq[c] = x[c][i].qs;
       __m256i p[R];
-      streamed_q8_sums<R>(b, xq, p);
+      streamed_q8_sums<T, R>(b, xq, p);
 #pragma GCC unroll 4
       for (int c = 0; c < R; ++c) accumulate(c, p[c]);
     } else {
@@ -314,6 +359,9 @@ void packed_matmul_q4_1(const PackedMatmulArgs& args) {
 }
 void packed_matmul_q8_0(const PackedMatmulArgs& args) {
   packed_matmul<Q8_0Policy>(args);
+}
+void packed_matmul_q6_k(const PackedMatmulArgs& args) {
+  packed_matmul<Q6_KPolicy>(args);
 }
 
 }  // namespace tokamak::cpu::avx2

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/cpu/quantize.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -49,8 +50,28 @@ DType packed_dtype(DType base) {
       return DType::Q8_0_X8;
     case DType::Q4_K:  // each sub-block as a Q4_1 block (q4_K_as_q4_1)
       return DType::Q4_1_X8;
+    case DType::Q6_K:
+      return DType::Q6_K_X8;
     default:
       return base;
+  }
+}
+
+void q6_K_as_q6_kx8_rows(const block_q6_K& a, int r, block_q6_kx8* out) {
+  for (int b = 0; b < kQK_K / kQK; ++b) {
+    out[b].d[r] = a.d;
+    out[b].sc[r] = a.scales[2 * b];
+    out[b].sc[kPackRows + r] = a.scales[2 * b + 1];
+    for (int e = 0; e < kQK; ++e) {
+      // Element 32b + e of the super-block: half h, group g, lane l (quant_blocks.h).
+      const int x = kQK * b + e;
+      const int h = x / 128;
+      const int g = x % 128 / 32;
+      const int l = x % 32;
+      const int low = (a.ql[64 * h + 32 * (g & 1) + l] >> (g < 2 ? 0 : 4)) & 0x0f;
+      const int high = (a.qh[32 * h + l] >> (2 * g)) & 3;
+      out[b].qs[32 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>((low | high << 4) - 32 + 128);
+    }
   }
 }
 
@@ -106,7 +127,8 @@ bool packable(DType base, const void* w, size_t w_stride, int64_t n, int64_t k) 
 }
 
 bool is_packed(DType dtype) {
-  return dtype == DType::Q4_0_X8 || dtype == DType::Q4_1_X8 || dtype == DType::Q8_0_X8;
+  return dtype == DType::Q4_0_X8 || dtype == DType::Q4_1_X8 || dtype == DType::Q8_0_X8 ||
+         dtype == DType::Q6_K_X8;
 }
 
 DType unpacked_dtype(DType packed) {
@@ -133,7 +155,7 @@ void packed_activation_blocks(DType packed, const void* xq, size_t xq_stride, in
       for (int64_t i = 0; i < nb; ++i) row[i] = {fp16_to_f32(x[i].d), fp16_to_f32(x[i].s), 0};
       continue;
     }
-    assert(packed == DType::Q4_0_X8 || packed == DType::Q8_0_X8);
+    assert(packed == DType::Q4_0_X8 || packed == DType::Q8_0_X8 || packed == DType::Q6_K_X8);
     const int32_t offset = packed == DType::Q4_0_X8 ? 8 : 128;
     const auto* x = reinterpret_cast<const block_q8_0*>(base + static_cast<size_t>(c) * xq_stride);
     for (int64_t i = 0; i < nb; ++i) {
@@ -158,7 +180,7 @@ size_t packed_bytes(DType base, int64_t n, int64_t k) {
 }
 
 size_t packed_group_bytes(DType base, int64_t k) {
-  return kPackRows * row_bytes(unpacked_dtype(packed_dtype(base)), k);
+  return kPackRows * row_bytes(packed_dtype(base), k);
 }
 
 namespace {
@@ -271,6 +293,13 @@ void pack_groups(DType base, const void* w, size_t w_stride, int64_t n, int64_t 
               }
             });
         break;
+      case DType::Q6_K:
+        pack_group_blocks<block_q6_K, std::array<block_q6_kx8, 8>>(
+            w, w_stride, first_row, rows, nb / 8, dst,
+            [](const block_q6_K& a, int r, std::array<block_q6_kx8, 8>& b) {
+              q6_K_as_q6_kx8_rows(a, r, b.data());
+            });
+        break;
       case DType::Q5_0:
         pack_group_blocks<block_q5_0, block_q8_0x8>(
             w, w_stride, first_row, rows, nb, dst, [](const block_q5_0& a, int r, block_q8_0x8& b) {
@@ -335,6 +364,26 @@ void pack_groups_reference(DType base, const void* w, size_t w_stride, int64_t n
               b.d[r] = sub[s].d;
               b.m[r] = sub[s].m;
               pack_nibbles(sub[s].qs, r, b.qs);
+            }
+            break;
+          }
+          case DType::Q6_K: {
+            // Element by element from the decoded row: 32b + e is (x / (d * sc)) + 32 of the
+            // super-block's Q6_K value x, which dequantize_row_q6_K gives as d * sc * (q - 32).
+            const auto& a = reinterpret_cast<const block_q6_K*>(src)[i / 8];
+            const int b8 = static_cast<int>(i % 8);
+            auto& b = reinterpret_cast<block_q6_kx8*>(dst)[i];
+            b.d[r] = a.d;
+            b.sc[r] = a.scales[2 * b8];
+            b.sc[kPackRows + r] = a.scales[2 * b8 + 1];
+            block_q6_K unit = a;
+            unit.d = f32_to_fp16(1.0f);
+            for (int s = 0; s < 16; ++s) unit.scales[s] = 1;
+            float v[kQK_K];
+            dequantize_row_q6_K(&unit, v, kQK_K);  // q - 32 itself
+            for (int e = 0; e < kQK; ++e) {
+              b.qs[32 * (e / 4) + 4 * r + e % 4] =
+                  static_cast<uint8_t>(static_cast<int>(v[kQK * b8 + e]) + 128);
             }
             break;
           }
@@ -411,6 +460,18 @@ float packed_dot_reference(DType packed, const uint8_t* group, int r, const uint
         dx = fp16_to_f32(xb.d);
         break;
       }
+      case DType::Q6_K_X8: {
+        const auto& b = reinterpret_cast<const block_q6_kx8*>(group)[i];
+        const auto& xb = reinterpret_cast<const block_q8_0*>(x)[i];
+        int32_t half[2] = {0, 0};
+        for (int e = 0; e < kQK; ++e) {
+          half[e / 16] += (b.qs[32 * (e / 4) + 4 * r + e % 4] - 128) * xb.qs[e];
+        }
+        isum = b.sc[r] * half[0] + b.sc[kPackRows + r] * half[1];
+        dw = fp16_to_f32(b.d[r]);
+        dx = fp16_to_f32(xb.d);
+        break;
+      }
       default:
         assert(false);
     }
@@ -424,9 +485,8 @@ float packed_dot_reference(DType packed, const uint8_t* group, int r, const uint
 
 void packed_matmul_reference(DType packed, const PackedMatmulArgs& a) {
   assert(is_packed(packed) && a.k % kQK == 0);
-  const DType base = unpacked_dtype(packed);
   const int64_t nb = a.k / kQK;
-  const size_t group_bytes = kPackRows * row_bytes(base, a.k);
+  const size_t group_bytes = kPackRows * row_bytes(packed, a.k);
   const bool gated = a.epilogue == PackedEpilogue::SiluMul;
   const auto* w = static_cast<const uint8_t*>(a.w);
   for (int64_t g = a.g0; g < a.g1; ++g) {

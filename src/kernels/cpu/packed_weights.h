@@ -6,8 +6,8 @@
 // with no horizontal sums. GGUF's layout puts one row's block in a register instead, which
 // costs an int-to-float conversion and an fma per row and block (quant_dots_avx512.cpp).
 //
-// Q4_0, Q4_1 and Q8_0 pack as they are; Q5_0 packs into Q8_0_X8 and Q4_K into Q4_1_X8
-// (packed_dtype says how).
+// Q4_0, Q4_1 and Q8_0 pack as they are; Q5_0 packs into Q8_0_X8, Q4_K into Q4_1_X8 and Q6_K
+// into Q6_K_X8 (packed_dtype says how).
 //
 // A packed tensor of n rows holds ceil(n / 8) groups; a group is the k / 32 blocks of its eight
 // rows in block order (rows past n, in the last group, are zero). One block of a group:
@@ -15,6 +15,7 @@
 //   block_q4_0x8  | d[8]:f16 |           qs[128] |  144 bytes = 8 x block_q4_0
 //   block_q4_1x8  | d[8]:f16 | m[8]:f16 | qs[128] |  160 bytes = 8 x block_q4_1
 //   block_q8_0x8  | d[8]:f16 |           qs[256] |  272 bytes = 8 x block_q8_0
+//   block_q6_kx8  | d[8]:f16 | sc[16]:i8 | qs[256] |  288 bytes (Q6_K: 8 x 26.25)
 //
 // d[r] (and m[r]) is row r's scale (and min). Quants come in 32-byte chunks of 8 rows x 4
 // bytes, row r's four bytes at 4r:
@@ -22,11 +23,15 @@
 //          8s + 4 + t in its high nibble, each 0..15 as in GGUF.
 //   8-bit  chunk s (0..7): byte t of row r holds element 4s + t as q + 128 (0..255), the
 //          unsigned operand vpdpbusd wants.
+// Q6_K_X8 holds a Q6_K row's 32 elements in 8-bit form, q - 32 (-32..31), and its two
+// sub-block scales: sc[r] for elements 0-15 of row r (chunks 0-3), sc[8 + r] for 16-31
+// (chunks 4-7); d[r] is the row's super-block scale. Its values are Q6_K's, exactly.
 //
 // The arithmetic of one output y[c][j] (weight row j, activation row c, blocks i in order),
 // identical in the scalar reference and every SIMD kernel:
-//   isum_i = sum of the 32 integer products (Q4_0: (q - 8) * x; Q4_1: q * x; Q8_0: q * x),
-//            exact, so any SIMD order gives it;
+//   isum_i = sum of the 32 integer products (Q4_0: (q - 8) * x; Q4_1: q * x; Q8_0: q * x;
+//            Q6_K_X8: sc[r] * (the first 16's) + sc[8 + r] * (the last 16's)), exact, so any
+//            SIMD order gives it;
 //   acc    = fma(d_w,i * d_x,i, float(isum_i), acc)          (the product rounded first)
 //   Q4_1:  mins = fma(m_w,i, s_x,i, mins), and y = acc + mins at the end; otherwise y = acc.
 // No step depends on how many activation rows or weight groups a call covers, so results are
@@ -58,13 +63,20 @@ struct block_q8_0x8 {
 };
 static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0));
 static_assert(sizeof(block_q4_1x8) == 8 * sizeof(block_q4_1));
+struct block_q6_kx8 {
+  uint16_t d[kPackRows];
+  int8_t sc[2 * kPackRows];
+  uint8_t qs[kPackRows * kQK];
+};
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
+static_assert(sizeof(block_q6_kx8) == 288);
 
 // The packed type of a GGUF weight type (Q4_0 -> Q4_0_X8, ...), or `base` itself when it has
 // none. Q5_0 packs into Q8_0_X8: its quants less 16 are 8-bit quants of the same scale, so a
 // Q5_0 weight computes exactly as the Q8_0 weight of the same values does (1.55x the bytes of
 // the file, read by the 8-bit kernel, ~3x faster than Q5_0's own in GGUF's layout). Q4_K packs
-// into Q4_1_X8, each 32-element sub-block as a Q4_1 block (q4_K_as_q4_1), where packable.
+// into Q4_1_X8, each 32-element sub-block as a Q4_1 block (q4_K_as_q4_1), where packable;
+// Q6_K into Q6_K_X8 (above), exactly.
 DType packed_dtype(DType base);
 
 // Whether the (n, k) weight w of type `base` packs (packed_dtype(base) != base assumed): always,
@@ -77,6 +89,9 @@ bool packable(DType base, const void* w, size_t w_stride, int64_t n, int64_t k);
 // f16(-dmin * m), the same 4-bit quants. Their values are the super-block's to within the f16
 // rounding of those scales and mins (packable says when that is 2^-11 relative).
 void q4_K_as_q4_1(const block_q4_K& a, block_q4_1* out);
+
+// Row r of the eight Q6_K_X8 blocks that hold a Q6_K super-block (the layout above).
+void q6_K_as_q6_kx8_rows(const block_q6_K& a, int r, block_q6_kx8* out);
 bool is_packed(DType dtype);
 DType unpacked_dtype(DType packed);  // Q4_0_X8 -> Q4_0, ...
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_weights.h"

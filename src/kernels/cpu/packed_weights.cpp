@@ -62,16 +62,20 @@ void q6_K_as_q6_kx8_rows(const block_q6_K& a, int r, block_q6_kx8* out) {
     out[b].d[r] = a.d;
     out[b].sc[r] = a.scales[2 * b];
     out[b].sc[kPackRows + r] = a.scales[2 * b + 1];
-    for (int e = 0; e < kQK; ++e) {
-      // Element 32b + e of the super-block: half h, group g, lane l (quant_blocks.h).
-      const int x = kQK * b + e;
-      const int h = x / 128;
-      const int g = x % 128 / 32;
-      const int l = x % 32;
-      const int low = (a.ql[64 * h + 32 * (g & 1) + l] >> (g < 2 ? 0 : 4)) & 0x0f;
-      const int high = (a.qh[32 * h + l] >> (2 * g)) & 3;
-      out[b].qs[32 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>((low | high << 4) - 32 + 128);
+    // Block b is group g = b % 4 of half h = b / 4 (quant_blocks.h): its element l has its low
+    // bits in ql[64h + 32 (g & 1) + l] (high nibble for g >= 2), its top two in qh[32h + l].
+    const int h = b / 4;
+    const int g = b % 4;
+    const uint8_t* low = a.ql + 64 * h + 32 * (g & 1);
+    const uint8_t* high = a.qh + 32 * h;
+    const int shift = g < 2 ? 0 : 4;
+    uint8_t q[kQK];
+    for (int l = 0; l < kQK; ++l) {
+      // q - 32 + 128: the 8-bit form's bias.
+      q[l] =
+          static_cast<uint8_t>((((low[l] >> shift) & 0x0f) | ((high[l] >> (2 * g)) & 3) << 4) + 96);
     }
+    for (int c = 0; c < kQK / 4; ++c) std::memcpy(out[b].qs + 32 * c + 4 * r, q + 4 * c, 4);
   }
 }
 

@@ -48,7 +48,7 @@ struct CeilingRow {
 struct Ceilings {
   std::string cpu;        // /proc/cpuinfo's model name
   std::string isa;        // the best kernel level of this CPU (scalar | avx2 | avx512)
-  double clock_ghz = 0;   // one core's clock, from a chain of dependent integer adds
+  double clock_ghz = 0;   // one core's clock, from a chain of dependent integer multiplies
   size_t dram_bytes = 0;  // size of the read_bw buffer
   int passes = 0;         // passes over it for read_bw_pass
   size_t l2_bytes = 0;    // per-thread size of the read_bw_l2 buffer

@@ -66,6 +66,17 @@ PEERS="$ROOT/third_party_peers"
 SDIST_DIR="$PEERS/llama_cpp_python-$LLAMA_VERSION"
 LLAMA_SRC="$SDIST_DIR/vendor/llama.cpp"
 LLAMA_BUILD="$PEERS/llama.cpp-build-$LLAMA_VERSION"
+# On a CPU with AMX, -march=native builds ggml's AMX matmuls, whose tile configuration is a
+# local struct handed to _tile_loadconfig. GCC 12's intrinsic (Debian 12's compiler) declares
+# only 8 of its 64 bytes as read, so the stores that fill the rest are dropped and ldtilecfg
+# faults: llama-bench and llama-server die on their first batch (seen on the AMX guest,
+# 2026-12-04). clang builds the same sources correctly, so with AMX the peer is built with it
+# (into its own folder), which keeps llama.cpp's strongest CPU path in the comparison.
+LLAMA_CC=()
+if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null; then
+  LLAMA_CC=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+  LLAMA_BUILD="$LLAMA_BUILD-clang"
+fi
 LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
 LLAMA_BENCH="$LLAMA_BUILD/bin/llama-bench"
 
@@ -104,7 +115,7 @@ build_llamacpp() {
   local t0=$SECONDS
   log "building ${targets[*]} of llama.cpp $LLAMA_VERSION (-j$JOBS, log: $LLAMA_BUILD.log)"
   {
-    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON "${LLAMA_CC[@]}" \
       -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF "${server_flags[@]}"
     cmake --build "$LLAMA_BUILD" -j"$JOBS" --target "${targets[@]}"

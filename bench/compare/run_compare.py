@@ -58,16 +58,20 @@ def llama_env(a):
     The last spins briefly and then sleeps, which is also what tokamak's own thread pool
     does (2,048 pause iterations, then a condition variable): the default here
     (--llama-omp brief-spin). --llama-omp default keeps libgomp's own setting (right on a
-    dedicated, quiet machine), --llama-omp passive sets OMP_WAIT_POLICY=passive."""
+    dedicated, quiet machine), --llama-omp passive sets OMP_WAIT_POLICY=passive.
+    A peer built with clang (bench/compare.sh does on AMX CPUs) runs on LLVM's libomp
+    instead, which spins KMP_BLOCKTIME (200 ms by default) before sleeping: brief-spin
+    sets it to 1 ms, its smallest non-zero setting in milliseconds."""
     env = dict(os.environ)
     if a.llama_omp == "brief-spin":
         env["GOMP_SPINCOUNT"] = "10000"
+        env["KMP_BLOCKTIME"] = "1"
     elif a.llama_omp == "passive":
         env["OMP_WAIT_POLICY"] = "passive"
     return env
 
 
-LLAMA_OMP_TEXT = {"brief-spin": "GOMP_SPINCOUNT=10000", "passive": "OMP_WAIT_POLICY=passive",
+LLAMA_OMP_TEXT = {"brief-spin": "GOMP_SPINCOUNT=10000 (libomp: KMP_BLOCKTIME=1)", "passive": "OMP_WAIT_POLICY=passive",
                   "default": "libgomp's default waiting"}
 LOADS = []  # every load average read, for the summary
 

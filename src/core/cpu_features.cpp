@@ -1,6 +1,8 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +12,15 @@
 
 namespace tokamak {
 namespace {
+
+// Linux keeps AMX's 8 KiB of tile data off by default: a process asks for it once
+// (arch_prctl ARCH_REQ_XCOMP_PERM, feature 18, XTILEDATA; Linux 5.16+), for all its threads.
+// Without the grant the first tile instruction faults, so AMX counts as absent.
+bool grant_amx_tile_data() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
 
 uint64_t read_xcr0() {
   uint32_t eax = 0;
@@ -28,6 +39,7 @@ CpuFeatures detect() {
   const uint64_t xcr0 = read_xcr0();
   const bool os_avx = (xcr0 & 0x6u) == 0x6u;       // XMM and YMM state
   const bool os_avx512 = (xcr0 & 0xe6u) == 0xe6u;  // plus opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000u) == 0x60000u;  // XTILECFG and XTILEDATA
   if (!os_avx) return f;
   f.fma = (ecx >> 12) & 1u;
   f.f16c = (ecx >> 29) & 1u;
@@ -42,6 +54,10 @@ CpuFeatures detect() {
     f.avx512bw = (ebx >> 30) & 1u;
     f.avx512vl = (ebx >> 31) & 1u;
     f.avx512_vnni = (ecx >> 11) & 1u;
+  }
+  if (os_amx && ((edx >> 24) & 1u) && ((edx >> 25) & 1u) && grant_amx_tile_data()) {
+    f.amx_tile = true;
+    f.amx_int8 = true;
   }
   const unsigned max_sub = eax;
   if (max_sub >= 1) {
@@ -61,6 +77,8 @@ bool supports(const CpuFeatures& f, Isa isa) {
     case Isa::Avx512:
       return supports(f, Isa::Avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
              f.avx512_vnni;
+    case Isa::Amx:
+      return supports(f, Isa::Avx512) && f.amx_tile && f.amx_int8;
   }
   return false;
 }
@@ -75,12 +93,14 @@ std::string_view isa_name(Isa isa) {
       return "avx2";
     case Isa::Avx512:
       return "avx512";
+    case Isa::Amx:
+      return "amx";
   }
   return "?";
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (name == isa_name(isa)) return isa;
   }
   return std::nullopt;
@@ -92,6 +112,7 @@ const CpuFeatures& cpu_features() {
 }
 
 Isa best_isa(const CpuFeatures& f) {
+  if (supports(f, Isa::Amx)) return Isa::Amx;
   if (supports(f, Isa::Avx512)) return Isa::Avx512;
   if (supports(f, Isa::Avx2)) return Isa::Avx2;
   return Isa::Scalar;
@@ -102,7 +123,7 @@ Isa resolve_isa(const CpuFeatures& f, std::optional<std::string_view> requested)
   const auto isa = parse_isa(*requested);
   if (!isa) {
     throw Error("TOKAMAK_CPU_ISA: unknown value '" + std::string(*requested) +
-                "' (expected scalar, avx2 or avx512)");
+                "' (expected scalar, avx2, avx512 or amx)");
   }
   if (!supports(f, *isa)) {
     throw Error("TOKAMAK_CPU_ISA: this CPU does not support " + std::string(*requested) +

@@ -1,7 +1,7 @@
 #pragma once
 // What the CPU can do (from CPUID and XGETBV) and which SIMD level the kernels use. The level
 // is the best the CPU supports unless the environment variable TOKAMAK_CPU_ISA asks for a
-// lower one (scalar | avx2 | avx512), e.g. to compare kernels or to reproduce a result of
+// lower one (scalar | avx2 | avx512 | amx), e.g. to compare kernels or to reproduce a result of
 // another machine. Kernel files compiled for a level are only ever called at that level.
 
 #include <optional>
@@ -20,14 +20,18 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx_vnni = false;
+  bool amx_tile = false;  // AMX with its tile state enabled by the OS and granted to this process
+  bool amx_int8 = false;
 };
 
 // SIMD levels, in increasing order. Avx2 needs AVX2+FMA+F16C; Avx512 needs F/BW/VL/DQ and
-// VNNI besides (BF16 is optional: its kernels check `avx512_bf16` themselves).
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+// VNNI besides (BF16 is optional: its kernels check `avx512_bf16` themselves); Amx needs
+// Avx512 and AMX-TILE + AMX-INT8 usable by this process (Linux grants the tile state on
+// request, which detection makes: arch_prctl ARCH_REQ_XCOMP_PERM).
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
 
 std::string_view isa_name(Isa isa);
-std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avx512"
+std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avx512" | "amx"
 
 // Features of this CPU, read once (OS support for the register state included).
 const CpuFeatures& cpu_features();

@@ -219,6 +219,16 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
   for_rows(m, k, [&](int64_t r0, int64_t r1) {
     cpu::packed_activation_blocks(wr.dtype, xq, xq_stride, k, r0, r1, x_blocks_.data());
   });
+  // The activations in the level's own layout (AMX's tiles), also once for all calls.
+  const size_t tiles_bytes =
+      kt_.activation_tiles_bytes != nullptr ? kt_.activation_tiles_bytes(m, k) : 0;
+  if (tiles_bytes > 0) {
+    x_tiles_.resize(tiles_bytes);
+    const int64_t n_tiles = m / cpu::kActivationTileRows;
+    for_rows(n_tiles, cpu::kActivationTileRows * k, [&](int64_t t0, int64_t t1) {
+      kt_.pack_activation_tiles(wr.dtype, xq, xq_stride, k, t0, t1, x_tiles_.data());
+    });
+  }
 
   // Each output's first row in the stack. All but the last fill whole groups
   // (prepare_stacked); the last may end in a partial group (one prepare_weight tensor).
@@ -243,6 +253,7 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
       args.epilogue = epilogue;
       args.silu_mul = kt_.silu_mul;
       args.x_blocks = x_blocks_.data();
+      if (tiles_bytes > 0) args.x_tiles = x_tiles_.data();
       kernel(args);
     }
   };

@@ -96,6 +96,7 @@ class CpuOps final : public Ops {
   // RoPE's cos/sin rows by position, shared by rope() and the K writes of every layer.
   cpu::RopeTable rope_table_;
   std::vector<cpu::PackedActBlock> x_blocks_;  // packed_matmul's activation block terms
+  std::vector<uint8_t> x_tiles_;  // its activations in the level's own layout, if it has one
   // paged_attention's split-K scratch: item i's spans are span items [span_first_[i],
   // span_first_[i + 1]), whose states span_states_ holds.
   std::vector<int64_t> span_first_;

@@ -11,7 +11,9 @@ namespace tokamak {
 namespace {
 
 TEST(CpuFeaturesTest, ParseAndNames) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  }
   EXPECT_FALSE(parse_isa("sse2").has_value());
   EXPECT_FALSE(parse_isa("AVX2").has_value());
 }
@@ -30,6 +32,14 @@ TEST(CpuFeaturesTest, BestIsaFollowsFeatures) {
   EXPECT_EQ(best_isa(avx512), Isa::Avx2);  // no VNNI
   avx512.avx512_vnni = true;
   EXPECT_EQ(best_isa(avx512), Isa::Avx512);
+  CpuFeatures amx = avx512;
+  amx.amx_tile = true;
+  EXPECT_EQ(best_isa(amx), Isa::Avx512);  // tiles without their int8 multiply
+  amx.amx_int8 = true;
+  EXPECT_EQ(best_isa(amx), Isa::Amx);
+  CpuFeatures amx_no_vnni = amx;
+  amx_no_vnni.avx512_vnni = false;
+  EXPECT_EQ(best_isa(amx_no_vnni), Isa::Avx2);  // AMX's level builds on AVX-512's
 }
 
 TEST(CpuFeaturesTest, ResolveRequests) {
@@ -60,9 +70,9 @@ TEST(CpuFeaturesTest, ThisMachine) {
   const Isa best = best_isa(f);
   std::printf(
       "cpu: avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d bf16=%d "
-      "avx_vnni=%d -> %s\n",
+      "avx_vnni=%d amx_tile=%d amx_int8=%d -> %s\n",
       f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512_vnni,
-      f.avx512_bf16, f.avx_vnni, std::string(isa_name(best)).c_str());
+      f.avx512_bf16, f.avx_vnni, f.amx_tile, f.amx_int8, std::string(isa_name(best)).c_str());
   EXPECT_EQ(cpu::kernel_table(best).isa, best);
   EXPECT_EQ(cpu::kernel_table(Isa::Scalar).isa, Isa::Scalar);
 }

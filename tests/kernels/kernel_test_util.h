@@ -59,6 +59,7 @@ inline std::vector<NamedTable> simd_tables() {
       out.push_back({"avx512+bf16", &cpu::avx512_kernel_table(true)});
     }
   }
+  if (best >= Isa::Amx) out.push_back({"amx", &cpu::amx_kernel_table(cpu_features().avx512_bf16)});
   return out;
 }
 

@@ -107,13 +107,15 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
           std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
                               static_cast<uint64_t>(base));
           const int64_t k = blocks * kQK;
-          const int64_t max_m = 9;
+          // Every m to 9, and AMX's tiles of 16 rows with and without a rest.
+          const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 48};
+          const int64_t max_m = ms.back();
           const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k) + 6;  // padded rows
           const auto w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
           const auto x = random_activations(base, max_m, blocks, xs, rng);
           const int64_t groups = (n + kPackRows - 1) / kPackRows;
           const int64_t y_stride = n + 3;
-          for (int64_t m = 1; m <= max_m; ++m) {
+          for (int64_t m : ms) {
             // All groups, and from the second one on (a thread's share).
             for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
               const float untouched = -7.0f;
@@ -139,6 +141,25 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
               ASSERT_EQ(std::memcmp(with_terms.data(), want.data(), got.size() * sizeof(float)), 0)
                   << nt.name << " " << dtype_name(packed) << " with block terms, n=" << n
                   << " blocks=" << blocks << " m=" << m << " g0=" << g0;
+              // And the level's own activation layout handed in (AMX's tiles), as CpuOps does.
+              const KernelTable& kt = *nt.table;
+              const size_t tiles_bytes =
+                  kt.activation_tiles_bytes != nullptr ? kt.activation_tiles_bytes(m, k) : 0;
+              if (tiles_bytes > 0) {
+                std::vector<uint8_t> tiles(tiles_bytes);
+                const int64_t n_tiles = m / kActivationTileRows;
+                kt.pack_activation_tiles(packed, x.data(), xs, k, 0, n_tiles / 2, tiles.data());
+                kt.pack_activation_tiles(packed, x.data(), xs, k, n_tiles / 2, n_tiles,
+                                         tiles.data());
+                std::vector<float> with_tiles(got.size(), untouched);
+                args_terms.y = with_tiles.data();
+                args_terms.x_tiles = tiles.data();
+                kernel(args_terms);
+                ASSERT_EQ(std::memcmp(with_tiles.data(), want.data(), got.size() * sizeof(float)),
+                          0)
+                    << nt.name << " " << dtype_name(packed) << " with activation tiles, n=" << n
+                    << " blocks=" << blocks << " m=" << m << " g0=" << g0;
+              }
             }
           }
         }
@@ -232,11 +253,11 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
             } else {
               w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
             }
-            const int64_t max_m = 9;
+            const int64_t max_m = 35;
             const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
             const auto x = random_activations(base, max_m, blocks, xs, rng);
             const int64_t y_stride = n + 3;
-            for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{5}, max_m}) {
+            for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{5}, int64_t{16}, max_m}) {
               for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
                 std::vector<float> got(static_cast<size_t>(m * y_stride));
                 for (float& v : got) {

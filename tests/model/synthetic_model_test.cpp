@@ -96,7 +96,7 @@ TEST(SyntheticModelTest, IsasAgree) {
   const auto file = test::write_and_open(make_synthetic_model(s), tmp);
   const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
   std::vector<float> ref;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (isa > best_isa(cpu_features())) continue;
     ModelOptions opts = test::options(2, 8);
     opts.isa = isa;
@@ -129,7 +129,7 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
         if (t.name != "token_embd.weight" || tied) expected += static_cast<int64_t>(t.nbytes);
       }
       expected += static_cast<int64_t>(row_bytes(DType::Q8_0, s.n_embd));
-      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
         if (isa > best_isa(cpu_features())) continue;
         for (const bool repack : {true, false}) {
           ModelOptions opts = test::options(2, 8);
@@ -145,9 +145,10 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
   }
 }
 
-// The repacked layout gives the same bits on every level that has it (the AVX2 and AVX-512
-// kernels share the reference's arithmetic), stays within rounding of GGUF's layout, and
-// TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does.
+// The repacked layout gives the same bits on every level that has it (the AVX2, AVX-512 and
+// AMX kernels share the reference's arithmetic), stays within rounding of GGUF's layout, and
+// TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does. A prompt of 37
+// tokens runs two of AMX's 16-row tiles and a rest, whose logits are compared too.
 TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   SyntheticModelSpec s;
   s.weight_dtype = DType::Q4_1;
@@ -155,14 +156,19 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   s.tied_output = true;
   test::TempFile tmp("repack");
   const auto file = test::write_and_open(make_synthetic_model(s), tmp);
-  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
+  std::vector<int32_t> toks, pos;
+  for (int32_t t = 0; t < 37; ++t) {
+    toks.push_back(1 + t % 9);
+    pos.push_back(t);
+  }
+  const std::vector<int32_t> rows = {5, 20, 36};
   const auto logits_of = [&](Isa isa, bool repack) {
-    ModelOptions opts = test::options(2, 8);
+    ModelOptions opts = test::options(2, 64);
     opts.isa = isa;
     opts.repack_weights = repack;
     auto model = Model::load(file, opts);
     auto kv = model->new_kv_cache(0);
-    std::vector<float> logits(static_cast<size_t>(s.n_vocab));
+    std::vector<float> logits(rows.size() * static_cast<size_t>(s.n_vocab));
     model->forward({toks, pos, rows}, *kv, logits);
     return logits;
   };
@@ -173,6 +179,9 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   expect_within_rounding(gguf, packed, "repacked");
   if (best_isa(cpu_features()) >= Isa::Avx512) {
     EXPECT_EQ(logits_of(Isa::Avx512, true), packed);
+  }
+  if (best_isa(cpu_features()) >= Isa::Amx) {
+    EXPECT_EQ(logits_of(Isa::Amx, true), packed);
   }
 
   const char* old = std::getenv("TOKAMAK_REPACK");
@@ -232,7 +241,7 @@ TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
     const std::vector<float> scalar = logits_of(file, Isa::Scalar);
     const double scalar_err = max_error(ref, scalar);
     EXPECT_LE(scalar_err, 0.03) << dtype_name(w) << ": scalar against the decoded weights";
-    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
       if (isa > best_isa(cpu_features())) continue;
       const std::string what = std::string(dtype_name(w)) + " " + std::string(isa_name(isa));
       const std::vector<float> simd = logits_of(file, isa);

@@ -26,6 +26,7 @@ inline std::vector<Isa> supported_isas() {
   const Isa best = best_isa(cpu_features());
   if (best >= Isa::Avx2) out.push_back(Isa::Avx2);
   if (best >= Isa::Avx512) out.push_back(Isa::Avx512);
+  if (best >= Isa::Amx) out.push_back(Isa::Amx);
   return out;
 }
 

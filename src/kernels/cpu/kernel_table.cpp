@@ -12,6 +12,8 @@ const KernelTable& kernel_table(Isa isa) {
       return avx2_kernel_table();
     case Isa::Avx512:
       return avx512_kernel_table(cpu_features().avx512_bf16);
+    case Isa::Amx:
+      return amx_kernel_table(cpu_features().avx512_bf16);
   }
   assert(false && "unknown ISA");
   return scalar_kernel_table();

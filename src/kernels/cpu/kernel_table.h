@@ -38,6 +38,9 @@ using ConvertFn = void (*)(const float* x, void* y, int64_t n);
 // 4 x 3 measured slower for Q4_0, Q4_1 and Q8_0).
 inline constexpr int kTileActRows = 4;
 
+// Rows of an activation tile of KernelTable::pack_activation_tiles.
+inline constexpr int kActivationTileRows = 16;
+
 struct DotKernel {
   VecDotFn dot;
   VecDot4Fn dot4;
@@ -98,7 +101,15 @@ struct KernelTable {
   PackedMatmulFn q4_0x8 = nullptr;
   PackedMatmulFn q4_1x8 = nullptr;
   PackedMatmulFn q8_0x8 = nullptr;
-  PackedMatmulFn q6_kx8 = nullptr;  // Q6_K packed (AVX2's also serves the AVX-512 level)
+  PackedMatmulFn q6_kx8 = nullptr;  // Q6_K packed (AVX2's also serves AVX-512 and AMX)
+  // For a level whose packed kernels read the activations in a layout of their own (AMX's
+  // tiles): the bytes of that layout for m rows of k, or 0 where the kernels take none for
+  // such a call, and the packer of its tiles [t0, t1) (kActivationTileRows rows each), from the
+  // rows in the base type's activation encoding. Formed once per matmul, shared by every call
+  // (PackedMatmulArgs::x_tiles). Null: the level has no such layout.
+  size_t (*activation_tiles_bytes)(int64_t m, int64_t k) = nullptr;
+  void (*pack_activation_tiles)(DType packed, const void* xq, size_t xq_stride, int64_t k,
+                                int64_t t0, int64_t t1, void* out) = nullptr;
 };
 
 // dot4 as four calls of dot, for kernels without a four-row form.
@@ -129,5 +140,6 @@ const KernelTable& kernel_table(Isa isa);
 const KernelTable& scalar_kernel_table();
 const KernelTable& avx2_kernel_table();
 const KernelTable& avx512_kernel_table(bool with_bf16);
+const KernelTable& amx_kernel_table(bool with_bf16);
 
 }  // namespace tokamak::cpu

@@ -158,6 +158,9 @@ struct PackedMatmulArgs {
   // Optional: the activation blocks' terms (packed_activation_blocks) for all m rows, else
   // the kernel forms them itself, in every call.
   const PackedActBlock* x_blocks = nullptr;
+  // Optional: the activations in the layout of a level whose kernel wants its own
+  // (KernelTable::pack_activation_tiles), for all m rows; else the kernel forms it per call.
+  const void* x_tiles = nullptr;
 };
 
 // out[c * (k / 32) + i] = the terms of block i of activation row c, for rows [r0, r1) of xq

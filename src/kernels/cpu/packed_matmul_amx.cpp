@@ -1,0 +1,395 @@
+// The packed matmul (packed_weights.h) on AMX tiles. One tile multiply (tdpbssd) takes the 32
+// int8 quants of one block of 16 activation rows (tile A, loaded straight from the Q8_0 / Q8_1
+// activation rows) and of 16 weight rows (tile B) into 16 x 16 int32 sums (tile C): the exact
+// isum of the packed arithmetic for 256 outputs in one instruction, where the VNNI kernel
+// spends 128 vpdpbusd. The tile cannot sum over blocks, each block has its own scales, so
+// every block's C is stored and its float steps (scale, convert, fma) run on AVX-512, a
+// 16-lane row per activation row: the steps of the VNNI kernel in its order, so the same bits.
+//
+// The weights: a packed group holds a block's quants as 32-byte chunks of 8 rows x 4 elements,
+// which is tile B's layout ("VNNI": a row of four consecutive elements for each column) for 8
+// weight rows. Two groups side by side make the 64-byte rows of a 16-column B: a call copies
+// each pair of its groups so into a buffer of the thread's, once, as signed bytes (Q4_0: q - 8,
+// Q4_1: q, Q8_0: its stored q + 128 back to q; the nibbles unpacked), with their scales in
+// F32. Signed weights need no activation-sum term (PackedActBlock::bias), and the buffer then
+// serves every activation tile of the call from L2.
+//
+// The multiply of block i + 1 is issued before block i's float steps, into the other C tile
+// (two of each tile kind, by block parity), so the tile unit and AVX-512 work side by side.
+//
+// Calls of fewer than 16 activation rows (a decode step) and the last m % 16 rows of the
+// others run on the AVX-512 VNNI kernels, whose bits these are.
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cassert>
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_matmul_amx.h"
+#include "kernels/cpu/packed_matmul_avx512.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace tokamak::cpu::amx {
+namespace {
+
+constexpr int kTileRows = kActivationTileRows;  // activation rows of tile A and C
+constexpr int kTileCols = 16;                   // weight rows of tile B and C: two packed groups
+constexpr int kBlockTileBytes = 512;            // tile B of one block: 8 rows x 64 bytes
+constexpr int kBRowBytes = 64;                  // a row of tile B: 4 elements x 16 weight rows
+constexpr size_t kPrefetchBytes = 4096;         // how far ahead of its unpacking a group is fetched
+
+// The palette-1 tile configuration (Intel SDM, LDTILECFG): C0/C1 = tmm0/1 (16 x 16 int32),
+// A0/A1 = tmm2/3 (16 rows x 32 bytes), B0/B1 = tmm4/5 (8 rows x 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+const TileConfig& tile_config() {
+  static const TileConfig config = [] {
+    TileConfig c;
+    for (int t = 0; t < 2; ++t) {
+      c.rows[t] = kTileRows;
+      c.colsb[t] = kTileCols * 4;
+      c.rows[2 + t] = kTileRows;
+      c.colsb[2 + t] = kQK;
+      c.rows[4 + t] = kQK / 4;
+      c.colsb[4 + t] = kBRowBytes;
+    }
+    return c;
+  }();
+  return config;
+}
+
+// A tile's register number is part of the instruction (the intrinsics paste it into the
+// assembly), so the two block parities are spelled out.
+template <int Parity>
+inline void multiply_block(const int8_t* x, size_t x_stride, const int8_t* w) {
+  if constexpr (Parity == 0) {
+    _tile_loadd(2, x, x_stride);
+    _tile_loadd(4, w, kBRowBytes);
+    _tile_zero(0);
+    _tile_dpbssd(0, 2, 4);
+  } else {
+    _tile_loadd(3, x, x_stride);
+    _tile_loadd(5, w, kBRowBytes);
+    _tile_zero(1);
+    _tile_dpbssd(1, 3, 5);
+  }
+}
+
+template <int Parity>
+inline void store_sums(int32_t* out) {
+  if constexpr (Parity == 0) {
+    _tile_stored(0, out, kTileCols * 4);
+  } else {
+    _tile_stored(1, out, kTileCols * 4);
+  }
+}
+
+struct Q4_0Policy {
+  static constexpr DType kPacked = DType::Q4_0_X8;
+  using W = block_q4_0x8;
+  static constexpr bool kNibbles = true;
+  static constexpr bool kMins = false;
+  static constexpr char kOffset = 8;
+  static constexpr auto kVnni = avx512::packed_matmul_q4_0;
+};
+struct Q4_1Policy {
+  static constexpr DType kPacked = DType::Q4_1_X8;
+  using W = block_q4_1x8;
+  static constexpr bool kNibbles = true;
+  static constexpr bool kMins = true;
+  static constexpr char kOffset = 0;
+  static constexpr auto kVnni = avx512::packed_matmul_q4_1;
+};
+struct Q8_0Policy {
+  static constexpr DType kPacked = DType::Q8_0_X8;
+  using W = block_q8_0x8;
+  static constexpr bool kNibbles = false;
+  static constexpr bool kMins = false;
+  static constexpr char kOffset = static_cast<char>(0x80);  // q + 128 xor 0x80 = q
+  static constexpr auto kVnni = avx512::packed_matmul_q8_0;
+};
+
+// A pair of groups as tile B blocks, and their scales (and Q4_1 mins) as 16 floats a block.
+struct PairBuffer {
+  std::vector<int8_t> quants;
+  std::vector<float> d;
+  std::vector<float> m;
+};
+
+inline __m512i two_chunks(const uint8_t* a, const uint8_t* b) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+  const __m256i hi = b != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))
+                                  : _mm256_setzero_si256();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+inline __m512 two_halves(const uint16_t* a, const uint16_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi =
+      b != nullptr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)) : _mm_setzero_si128();
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// Groups a (weight rows 0-7 of the tile) and b (8-15; null: zeros) into `out`.
+template <typename T>
+void unpack_pair(const typename T::W* a, const typename T::W* b, int64_t nb, PairBuffer& out) {
+  int8_t* q = out.quants.data();
+  const __m512i offset = _mm512_set1_epi8(T::kOffset);
+  for (int64_t i = 0; i < nb; ++i, q += kBlockTileBytes) {
+    // The weights stream from memory once per call: every line of the block kPrefetchBytes
+    // ahead, as the VNNI kernel's GEMV does.
+    for (size_t line = 0; line < sizeof(a[i]); line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(&a[i]) + kPrefetchBytes + line, _MM_HINT_T0);
+      if (b != nullptr)
+        _mm_prefetch(reinterpret_cast<const char*>(&b[i]) + kPrefetchBytes + line, _MM_HINT_T0);
+    }
+    const uint8_t* qa = a[i].qs;
+    const uint8_t* qb = b != nullptr ? b[i].qs : nullptr;
+    const auto chunk = [&](int s) {
+      return two_chunks(qa + 32 * s, qb != nullptr ? qb + 32 * s : nullptr);
+    };
+    if constexpr (T::kNibbles) {
+      const __m512i low = _mm512_set1_epi8(0x0f);
+      for (int s = 0; s < 4; ++s) {
+        const __m512i raw = chunk(s);
+        // Chunk s holds elements 8s..8s+3 in its low nibbles (B row 2s), 8s+4..8s+7 in its high.
+        const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(raw, low), offset);
+        const __m512i hi =
+            _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low), offset);
+        _mm512_storeu_si512(q + (2 * s) * kBRowBytes, lo);
+        _mm512_storeu_si512(q + (2 * s + 1) * kBRowBytes, hi);
+      }
+    } else {
+      for (int s = 0; s < 8; ++s)
+        _mm512_storeu_si512(q + s * kBRowBytes, _mm512_xor_si512(chunk(s), offset));
+    }
+    _mm512_storeu_ps(out.d.data() + i * kTileCols,
+                     two_halves(a[i].d, b != nullptr ? b[i].d : nullptr));
+    if constexpr (T::kMins) {
+      _mm512_storeu_ps(out.m.data() + i * kTileCols,
+                       two_halves(a[i].m, b != nullptr ? b[i].m : nullptr));
+    }
+  }
+  // The tile loads are assembly that the compiler does not know reads this buffer.
+  asm volatile("" ::: "memory");
+}
+
+// One (tile, block) of the activation tiles (packed_matmul_amx.h).
+struct ActTileBlock {
+  int8_t q[kTileRows * kQK];
+  float d[kTileRows];
+  float s[kTileRows];
+};
+static_assert(sizeof(ActTileBlock) == 640);
+
+// One block's float steps for the 16 rows of a tile: acc[c] = fma(dw * dx[c], float(sums of
+// row c), acc[c]), the VNNI kernel's steps.
+[[gnu::always_inline]] inline void float_steps(const int32_t* sums, const float* dw_block,
+                                               const float* dx_block, __m512 (&acc)[kTileRows]) {
+  const __m512 dw = _mm512_loadu_ps(dw_block);
+#pragma GCC unroll 16
+  for (int c = 0; c < kTileRows; ++c) {
+    const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx_block[c]));
+    const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(sums + c * kTileCols));
+    acc[c] = _mm512_fmadd_ps(scale, isum, acc[c]);
+  }
+}
+
+// One activation tile (its nb blocks) against a pair: acc[c] gets the tile's row c's 16 results.
+template <typename T>
+[[gnu::always_inline]] inline void tile_rows(const ActTileBlock* x, int64_t nb, const int8_t* wq,
+                                             const float* wd, const float* wm,
+                                             __m512 (&acc)[kTileRows]) {
+  constexpr size_t kAStride = kQK;  // bytes between tile A's rows
+  alignas(64) int32_t sums0[kTileRows * kTileCols];
+  alignas(64) int32_t sums1[kTileRows * kTileCols];
+#pragma GCC unroll 16
+  for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_setzero_ps();
+  multiply_block<0>(x[0].q, kAStride, wq);
+  for (int64_t i = 0; i < nb; i += 2) {
+    const bool odd_next = i + 1 < nb;
+    if (odd_next) multiply_block<1>(x[i + 1].q, kAStride, wq + (i + 1) * kBlockTileBytes);
+    store_sums<0>(sums0);
+    float_steps(sums0, wd + i * kTileCols, x[i].d, acc);
+    if (i + 2 < nb) multiply_block<0>(x[i + 2].q, kAStride, wq + (i + 2) * kBlockTileBytes);
+    if (odd_next) {
+      store_sums<1>(sums1);
+      float_steps(sums1, wd + (i + 1) * kTileCols, x[i + 1].d, acc);
+    }
+  }
+  if constexpr (T::kMins) {
+    __m512 mins[kTileRows];
+#pragma GCC unroll 16
+    for (int c = 0; c < kTileRows; ++c) mins[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 mw = _mm512_loadu_ps(wm + b * kTileCols);
+#pragma GCC unroll 16
+      for (int c = 0; c < kTileRows; ++c) {
+        mins[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x[b].s[c]), mins[c]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_add_ps(acc[c], mins[c]);
+  }
+}
+
+template <typename T>
+void packed_matmul(const PackedMatmulArgs& a) {
+  using W = typename T::W;
+  assert(a.k % kQK == 0);
+  const int64_t nb = a.k / kQK;
+  const int64_t n_tiles = a.m / kTileRows;
+  const int64_t tiled_rows = n_tiles * kTileRows;
+  if (tiled_rows < a.m) {  // the last rows, fewer than a tile, on the VNNI kernel
+    PackedMatmulArgs rest = a;
+    rest.xq = static_cast<const uint8_t*>(a.xq) + static_cast<size_t>(tiled_rows) * a.xq_stride;
+    rest.m = a.m - tiled_rows;
+    rest.y = a.y + tiled_rows * a.y_stride;
+    if (a.x_blocks != nullptr) rest.x_blocks = a.x_blocks + tiled_rows * nb;
+    rest.x_tiles = nullptr;
+    T::kVnni(rest);
+  }
+  if (n_tiles == 0) return;
+
+  // The activation tiles: the caller's, else formed here for this call.
+  const auto* tiles = static_cast<const ActTileBlock*>(a.x_tiles);
+  if (tiles == nullptr) {
+    thread_local std::vector<ActTileBlock> own;
+    own.resize(static_cast<size_t>(n_tiles * nb));
+    pack_activation_tiles(T::kPacked, a.xq, a.xq_stride, a.k, 0, n_tiles, own.data());
+    tiles = own.data();
+  }
+
+  // Two pair buffers: the next pair is unpacked before the current one is multiplied, so the
+  // tile loads never wait for the vector stores that wrote their weights to drain.
+  thread_local PairBuffer pairs[2];
+  for (PairBuffer& p : pairs) {
+    p.quants.resize(static_cast<size_t>(nb * kBlockTileBytes));
+    p.d.resize(static_cast<size_t>(nb * kTileCols));
+    if (T::kMins) p.m.resize(static_cast<size_t>(nb * kTileCols));
+  }
+
+  const bool gated = a.epilogue == PackedEpilogue::SiluMul;
+  assert(!gated || a.silu_mul != nullptr);
+  const auto store = [&](float* dst, __m512 v, int64_t rows) {
+    const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1u);
+    if (a.epilogue == PackedEpilogue::Add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, dst), v);
+    _mm512_mask_storeu_ps(dst, keep, v);
+  };
+  // silu(gate) * up of a gated pair's row, as the VNNI kernel does it (so the same bits).
+  const auto silu_mul_store = [&](__m512 v, float* dst, int64_t rows) {
+    const __m256 gate = _mm512_castps512_ps256(v);
+    const __m256 up = _mm512_extractf32x8_ps(v, 1);
+    if (rows == kPackRows) {
+      _mm256_storeu_ps(dst, avx2::silu_mul8(gate, up));
+      return;
+    }
+    alignas(32) float gate8[kPackRows], up8[kPackRows];
+    _mm256_store_ps(gate8, gate);
+    _mm256_store_ps(up8, up);
+    a.silu_mul(gate8, up8, dst, rows);
+  };
+
+  _tile_loadconfig(&tile_config());
+  const auto* w = static_cast<const W*>(a.w);
+  const int64_t group_blocks = gated ? 2 * nb : nb;
+  // A gated pair is its gate group then its up group; otherwise two neighbouring groups, or
+  // the last one of an odd share alone.
+  const auto pair_from = [&](int64_t g) { return gated || g + 1 < a.g1; };
+  const auto unpack = [&](int64_t g, PairBuffer& into) {
+    const W* wa = w + g * group_blocks;
+    unpack_pair<T>(wa, pair_from(g) ? wa + nb : nullptr, nb, into);
+  };
+  int current = 0;
+  unpack(a.g0, pairs[current]);
+  for (int64_t g = a.g0; g < a.g1;) {
+    const bool two = pair_from(g);
+    const int64_t next = g + (gated ? 1 : (two ? 2 : 1));
+    if (next < a.g1) unpack(next, pairs[current ^ 1]);
+    const int8_t* const wq = pairs[current].quants.data();
+    const float* const wd = pairs[current].d.data();
+    const float* const wm = pairs[current].m.data();
+    const int64_t j0 = g * kPackRows;
+    const int64_t cols = gated ? kPackRows : (two ? 2 * kPackRows : kPackRows);
+    const int64_t rows = a.n - j0 < cols ? a.n - j0 : cols;
+    float* const y0 = a.y + (j0 - a.y_origin);
+    for (int64_t t = 0; t < n_tiles; ++t) {
+      __m512 acc[kTileRows];
+      tile_rows<T>(tiles + t * nb, nb, wq, wd, wm, acc);
+      // Out of registers first: indexed in a loop below, acc would be kept in memory throughout.
+      alignas(64) float out[kTileRows][kTileCols];
+#pragma GCC unroll 16
+      for (int c = 0; c < kTileRows; ++c) _mm512_store_ps(out[c], acc[c]);
+      for (int c = 0; c < kTileRows; ++c) {
+        float* dst = y0 + (t * kTileRows + c) * a.y_stride;
+        if (gated) {
+          silu_mul_store(_mm512_load_ps(out[c]), dst, rows);
+        } else {
+          store(dst, _mm512_load_ps(out[c]), rows);
+        }
+      }
+    }
+    g = next;
+    current ^= 1;
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+size_t activation_tiles_bytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(m / kTileRows * (k / kQK)) * sizeof(ActTileBlock);
+}
+
+void pack_activation_tiles(DType packed, const void* xq, size_t xq_stride, int64_t k, int64_t t0,
+                           int64_t t1, void* out) {
+  const int64_t nb = k / kQK;
+  const auto* base = static_cast<const uint8_t*>(xq);
+  auto* tiles = static_cast<ActTileBlock*>(out);
+  const bool q8_1 = packed == DType::Q4_1_X8;
+  for (int64_t t = t0; t < t1; ++t) {
+    ActTileBlock* tile = tiles + t * nb;
+    for (int c = 0; c < kTileRows; ++c) {
+      const uint8_t* row = base + static_cast<size_t>(t * kTileRows + c) * xq_stride;
+      for (int64_t i = 0; i < nb; ++i) {
+        if (q8_1) {
+          const auto& x = reinterpret_cast<const block_q8_1*>(row)[i];
+          std::memcpy(tile[i].q + c * kQK, x.qs, kQK);
+          tile[i].d[c] = fp16_to_f32(x.d);
+          tile[i].s[c] = fp16_to_f32(x.s);
+        } else {
+          const auto& x = reinterpret_cast<const block_q8_0*>(row)[i];
+          std::memcpy(tile[i].q + c * kQK, x.qs, kQK);
+          tile[i].d[c] = fp16_to_f32(x.d);
+          tile[i].s[c] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+void packed_matmul_q4_0(const PackedMatmulArgs& args) {
+  packed_matmul<Q4_0Policy>(args);
+}
+void packed_matmul_q4_1(const PackedMatmulArgs& args) {
+  packed_matmul<Q4_1Policy>(args);
+}
+void packed_matmul_q8_0(const PackedMatmulArgs& args) {
+  packed_matmul<Q8_0Policy>(args);
+}
+
+}  // namespace tokamak::cpu::amx

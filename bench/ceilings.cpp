@@ -265,6 +265,7 @@ Ceilings measure_ceilings(const CeilingOptions& opt) {
 
   const bool vnni = f.avx512f && f.avx512_vnni;
   const bool bf16 = f.avx512f && f.avx512_bf16;
+  const bool amx = best_isa(f) >= Isa::Amx;
   struct Loop {
     bool present;
     PeakLoop (*make)();
@@ -277,6 +278,8 @@ Ceilings measure_ceilings(const CeilingOptions& opt) {
       {f.avx2, avx2::dot_i8, "dot_i8_avx2", &CeilingRow::dot_i8_avx2},
       {vnni, avx512::dot_i8, "dot_i8_vnni", &CeilingRow::dot_i8_vnni},
       {bf16, avx512::dot_bf16, "dot_bf16", &CeilingRow::dot_bf16},
+      {amx, amx::dot_i8, "dot_i8_amx", &CeilingRow::dot_i8_amx},
+      {amx, amx::dot_i8_k32, "dot_i8_amx_k32", &CeilingRow::dot_i8_amx_k32},
   };
   int64_t iters[std::size(loops)] = {};
   for (size_t i = 0; i < std::size(loops); ++i) {
@@ -322,6 +325,8 @@ constexpr Field kFields[] = {
     {"dot_i8_avx2", &CeilingRow::dot_i8_avx2},
     {"dot_i8_vnni", &CeilingRow::dot_i8_vnni},
     {"dot_bf16", &CeilingRow::dot_bf16},
+    {"dot_i8_amx", &CeilingRow::dot_i8_amx},
+    {"dot_i8_amx_k32", &CeilingRow::dot_i8_amx_k32},
 };
 
 }  // namespace
@@ -380,6 +385,10 @@ std::string ceilings_table(const Ceilings& c) {
   print("int8 dot, AVX2 maddubs+maddwd", &CeilingRow::dot_i8_avx2, "GOPS", "op/cycle");
   print("int8 dot, AVX512-VNNI vpdpbusd", &CeilingRow::dot_i8_vnni, "GOPS", "op/cycle");
   print("bf16 dot, AVX512-BF16 vdpbf16ps", &CeilingRow::dot_bf16, "GFLOP/s", "FLOP/cycle");
+  if (!c.rows.empty() && c.rows.back().dot_i8_amx > 0) {
+    print("int8 tile, AMX tdpbssd, 64 deep", &CeilingRow::dot_i8_amx, "GOPS", "op/cycle");
+    print("int8 tile, AMX tdpbssd, 32 deep", &CeilingRow::dot_i8_amx_k32, "GOPS", "op/cycle");
+  }
   if (!c.disturbed.empty()) {
     out << "* no trial ran undisturbed (the machine was busy): a lower bound only\n";
   }

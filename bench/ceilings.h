@@ -39,9 +39,13 @@ struct CeilingRow {
   double dot_i8_avx2 = 0;
   double dot_i8_vnni = 0;
   double dot_bf16 = 0;
+  double dot_i8_amx = 0;      // AMX tiles, 64 deep (the instruction's peak)
+  double dot_i8_amx_k32 = 0;  // AMX tiles, 32 deep (one GGUF block a multiply)
 
   // The best of the ISA variants of each.
   double fma_f32() const { return fma_f32_avx512 > fma_f32_avx2 ? fma_f32_avx512 : fma_f32_avx2; }
+  // The vector units' best: the floors of the kernels bench and compare.sh use this one, and
+  // name the AMX rates beside it where the CPU has them.
   double dot_i8() const { return dot_i8_vnni > dot_i8_avx2 ? dot_i8_vnni : dot_i8_avx2; }
 };
 

@@ -1,8 +1,8 @@
 #pragma once
 // The loops behind the ceilings (ceilings.h), one file per ISA: ceilings_avx2.cpp and
-// ceilings_avx512.cpp are compiled with their ISA's flags and may only be called on a CPU
-// that has it (ceilings.cpp checks CPUID first). Each loop returns a value computed from all
-// its work, so that the compiler cannot drop any of it.
+// ceilings_avx512.cpp and ceilings_amx.cpp are compiled with their ISA's flags and may only be
+// called on a CPU that has it (ceilings.cpp checks CPUID first). Each loop returns a value computed
+// from all its work, so that the compiler cannot drop any of it.
 
 #include <cstddef>
 #include <cstdint>
@@ -34,5 +34,10 @@ PeakLoop fma_f32();                              // vfmadd231ps zmm: 16 lanes x 
 PeakLoop dot_i8();    // vpdpbusd zmm (AVX512-VNNI): 64 u8*s8 products, 128 ops
 PeakLoop dot_bf16();  // vdpbf16ps zmm (AVX512-BF16): 32 bf16 products, 64 ops
 }  // namespace avx512
+
+namespace amx {
+PeakLoop dot_i8();      // tdpbssd, 16 x 16 results of 64-deep s8 x s8 products: 32,768 ops
+PeakLoop dot_i8_k32();  // the same 32 deep, as a kernel of GGUF's 32-element blocks must use
+}  // namespace amx
 
 }  // namespace tokamak::bench

@@ -43,7 +43,6 @@ constexpr int kTileRows = kActivationTileRows;  // activation rows of tile A and
 constexpr int kTileCols = 16;                   // weight rows of tile B and C: two packed groups
 constexpr int kBlockTileBytes = 512;            // tile B of one block: 8 rows x 64 bytes
 constexpr int kBRowBytes = 64;                  // a row of tile B: 4 elements x 16 weight rows
-constexpr size_t kPrefetchBytes = 4096;         // how far ahead of its unpacking a group is fetched
 
 // The palette-1 tile configuration (Intel SDM, LDTILECFG): C0/C1 = tmm0/1 (16 x 16 int32),
 // A0/A1 = tmm2/3 (16 rows x 32 bytes), B0/B1 = tmm4/5 (8 rows x 64 bytes).
@@ -150,13 +149,6 @@ void unpack_pair(const typename T::W* a, const typename T::W* b, int64_t nb, Pai
   int8_t* q = out.quants.data();
   const __m512i offset = _mm512_set1_epi8(T::kOffset);
   for (int64_t i = 0; i < nb; ++i, q += kBlockTileBytes) {
-    // The weights stream from memory once per call: every line of the block kPrefetchBytes
-    // ahead, as the VNNI kernel's GEMV does.
-    for (size_t line = 0; line < sizeof(a[i]); line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(&a[i]) + kPrefetchBytes + line, _MM_HINT_T0);
-      if (b != nullptr)
-        _mm_prefetch(reinterpret_cast<const char*>(&b[i]) + kPrefetchBytes + line, _MM_HINT_T0);
-    }
     const uint8_t* qa = a[i].qs;
     const uint8_t* qb = b != nullptr ? b[i].qs : nullptr;
     const auto chunk = [&](int s) {
@@ -314,11 +306,12 @@ void packed_matmul(const PackedMatmulArgs& a) {
     const W* wa = w + g * group_blocks;
     unpack_pair<T>(wa, pair_from(g) ? wa + nb : nullptr, nb, into);
   };
+  const auto after = [&](int64_t g) { return g + (gated ? 1 : (pair_from(g) ? 2 : 1)); };
   int current = 0;
   unpack(a.g0, pairs[current]);
   for (int64_t g = a.g0; g < a.g1;) {
     const bool two = pair_from(g);
-    const int64_t next = g + (gated ? 1 : (two ? 2 : 1));
+    const int64_t next = after(g);
     if (next < a.g1) unpack(next, pairs[current ^ 1]);
     const int8_t* const wq = pairs[current].quants.data();
     const float* const wd = pairs[current].d.data();

@@ -1,7 +1,7 @@
 // The packed matmul (packed_weights.h) on AMX tiles. One tile multiply (tdpbssd) takes the 32
-// int8 quants of one block of 16 activation rows (tile A, loaded straight from the Q8_0 / Q8_1
-// activation rows) and of 16 weight rows (tile B) into 16 x 16 int32 sums (tile C): the exact
-// isum of the packed arithmetic for 256 outputs in one instruction, where the VNNI kernel
+// int8 quants of one block of 16 activation rows (tile A, from the activations packed once per
+// matmul: pack_activation_tiles) and of 16 weight rows (tile B) into 16 x 16 int32 sums (tile C):
+// the exact isum of the packed arithmetic for 256 outputs in one instruction, where the VNNI kernel
 // spends 128 vpdpbusd. The tile cannot sum over blocks, each block has its own scales, so
 // every block's C is stored and its float steps (scale, convert, fma) run on AVX-512, a
 // 16-lane row per activation row: the steps of the VNNI kernel in its order, so the same bits.
@@ -12,10 +12,18 @@
 // each pair of its groups so into a buffer of the thread's, once, as signed bytes (Q4_0: q - 8,
 // Q4_1: q, Q8_0: its stored q + 128 back to q; the nibbles unpacked), with their scales in
 // F32. Signed weights need no activation-sum term (PackedActBlock::bias), and the buffer then
-// serves every activation tile of the call from L2.
+// serves every activation tile of the call from L2. There are two such buffers: the next pair
+// is unpacked before the current one is multiplied, so that tile loads never wait for the
+// vector stores that wrote them to drain.
 //
 // The multiply of block i + 1 is issued before block i's float steps, into the other C tile
-// (two of each tile kind, by block parity), so the tile unit and AVX-512 work side by side.
+// (two of each tile kind, by block parity). The tile unit and the vector units overlap little
+// on the cores measured (tilestored beside the float steps costs about their sum), which
+// bounds the gain over the VNNI kernel at ~1.5x (docs/BENCHMARKS.md, the AMX section).
+//
+// The tile configuration is a static object: GCC 12's _tile_loadconfig declares an 8-byte
+// memory operand, so the stores that fill a local configuration may be dropped (ggml's AMX
+// code built by GCC 12 faults on ldtilecfg for that reason).
 //
 // Calls of fewer than 16 activation rows (a decode step) and the last m % 16 rows of the
 // others run on the AVX-512 VNNI kernels, whose bits these are.

@@ -221,7 +221,7 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
   });
   // The activations in the level's own layout (AMX's tiles), also once for all calls.
   const size_t tiles_bytes =
-      kt_.activation_tiles_bytes != nullptr ? kt_.activation_tiles_bytes(m, k) : 0;
+      kt_.activation_tiles_bytes != nullptr ? kt_.activation_tiles_bytes(wr.dtype, m, k) : 0;
   if (tiles_bytes > 0) {
     x_tiles_.resize(tiles_bytes);
     const int64_t n_tiles = m / cpu::kActivationTileRows;

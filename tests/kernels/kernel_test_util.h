@@ -63,6 +63,22 @@ inline std::vector<NamedTable> simd_tables() {
   return out;
 }
 
+// The AVX2 table and those of the wider levels (AVX-512, AMX), whose kernels built from AVX2's
+// body must give its bits; avx2 is null, or wider empty, where the CPU lacks them.
+struct Avx2AndWider {
+  const cpu::KernelTable* avx2 = nullptr;
+  std::vector<const cpu::KernelTable*> wider;
+};
+
+inline Avx2AndWider avx2_and_wider_tables() {
+  Avx2AndWider out;
+  for (const NamedTable& nt : simd_tables()) {
+    if (nt.table->isa == Isa::Avx2) out.avx2 = nt.table;
+    if (nt.table->isa > Isa::Avx2) out.wider.push_back(nt.table);
+  }
+  return out;
+}
+
 // The scalar table, then every SIMD one: what a kernel test runs each case on.
 inline std::vector<const cpu::KernelTable*> all_tables() {
   std::vector<const cpu::KernelTable*> out{&cpu::scalar_kernel_table()};

@@ -143,8 +143,9 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
                   << " blocks=" << blocks << " m=" << m << " g0=" << g0;
               // And the level's own activation layout handed in (AMX's tiles), as CpuOps does.
               const KernelTable& kt = *nt.table;
-              const size_t tiles_bytes =
-                  kt.activation_tiles_bytes != nullptr ? kt.activation_tiles_bytes(m, k) : 0;
+              const size_t tiles_bytes = kt.activation_tiles_bytes != nullptr
+                                             ? kt.activation_tiles_bytes(packed, m, k)
+                                             : 0;
               if (tiles_bytes > 0) {
                 std::vector<uint8_t> tiles(tiles_bytes);
                 const int64_t n_tiles = m / kActivationTileRows;

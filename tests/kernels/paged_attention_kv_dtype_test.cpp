@@ -166,6 +166,23 @@ TEST(PagedAttentionKVDtypeTest, SimdAgreesWithScalar) {
   }
 }
 
+// The AVX-512 level's 16-lane loads of every dtype (two rows a register, or 16 elements of
+// one) give the AVX2 kernel's bits.
+TEST(PagedAttentionKVDtypeTest, Avx512GivesAvx2sBits) {
+  const auto [avx2, wider] = test::avx2_and_wider_tables();
+  if (avx2 == nullptr || wider.empty()) GTEST_SKIP() << "no AVX-512 level on this CPU";
+  for (const KernelTable* kt : wider) {
+    uint64_t seed = 700;
+    for (const Case& c : cases()) {
+      const Fixture f(c, seed += 10, 5);
+      const auto want = f.run(*avx2);
+      const auto got = f.run(*kt);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << isa_name(kt->isa) << " " << c.name();
+    }
+  }
+}
+
 // Where the blocks sit in the pool changes no bit of the result.
 TEST(PagedAttentionKVDtypeTest, BlockPlacementDoesNotChangeBits) {
   for (const KernelTable* kt : all_tables()) {

@@ -159,6 +159,22 @@ TEST(PagedAttentionQueriesTest, EachQueryGetsTheBitsOfItsOwnCall) {
   }
 }
 
+// A prefill chunk's queries on the AVX-512 level: the AVX2 kernel's bits.
+TEST(PagedAttentionQueriesTest, Avx512GivesAvx2sBits) {
+  const auto [avx2, wider] = test::avx2_and_wider_tables();
+  if (avx2 == nullptr || wider.empty()) GTEST_SKIP() << "no AVX-512 level on this CPU";
+  for (const KernelTable* kt : wider) {
+    uint64_t seed = 90;
+    for (const QueriesCase& c : queries_cases()) {
+      const QueriesFixture f(c, seed += 10);
+      const auto want = f.together(*avx2);
+      const auto got = f.together(*kt);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << isa_name(kt->isa) << " " << c.name();
+    }
+  }
+}
+
 // The SIMD form is taken for caches without q4 rows, with head dims it has, and declined
 // (nothing written) for the others, which the front then runs one query at a time.
 TEST(PagedAttentionQueriesTest, SimdFormTakesWhatItHasAFormFor) {

@@ -288,6 +288,24 @@ TEST(PagedAttentionTest, SimdAgreesWithScalar) {
   }
 }
 
+// The AVX-512 level runs the AVX2 kernel's body with 16 lanes (two tokens' partial dots a
+// register, 16 value dims a register), each lane doing what it does in AVX2: the same bits,
+// for every shape of the cases, with the tile sizes' edges and both group sub-blocks.
+TEST(PagedAttentionTest, Avx512GivesAvx2sBits) {
+  const auto [avx2, wider] = test::avx2_and_wider_tables();
+  if (avx2 == nullptr || wider.empty()) GTEST_SKIP() << "no AVX-512 level on this CPU";
+  for (const KernelTable* kt : wider) {
+    uint64_t seed = 11000;
+    for (const Case& c : cases()) {
+      const Fixture f(c, seed += 10);
+      const auto want = f.run(*avx2);
+      const auto got = f.run(*kt);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << isa_name(kt->isa) << " " << c.name();
+    }
+  }
+}
+
 // The tiles follow the token order, so neither the block size nor where the blocks sit may
 // change a bit of the result; nor may the other heads in the call.
 TEST(PagedAttentionTest, BlockSizePlacementAndGroupDoNotChangeBits) {

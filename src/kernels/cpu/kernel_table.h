@@ -103,11 +103,12 @@ struct KernelTable {
   PackedMatmulFn q8_0x8 = nullptr;
   PackedMatmulFn q6_kx8 = nullptr;  // Q6_K packed (AVX2's also serves AVX-512 and AMX)
   // For a level whose packed kernels read the activations in a layout of their own (AMX's
-  // tiles): the bytes of that layout for m rows of k, or 0 where the kernels take none for
-  // such a call, and the packer of its tiles [t0, t1) (kActivationTileRows rows each), from the
-  // rows in the base type's activation encoding. Formed once per matmul, shared by every call
-  // (PackedMatmulArgs::x_tiles). Null: the level has no such layout.
-  size_t (*activation_tiles_bytes)(int64_t m, int64_t k) = nullptr;
+  // tiles): the bytes of that layout for m rows of k against a packed type, or 0 where that
+  // type's kernel takes none for such a call, and the packer of its tiles [t0, t1)
+  // (kActivationTileRows rows each), from the rows in the base type's activation encoding.
+  // Formed once per matmul, shared by every call (PackedMatmulArgs::x_tiles). Null: the level
+  // has no such layout.
+  size_t (*activation_tiles_bytes)(DType packed, int64_t m, int64_t k) = nullptr;
   void (*pack_activation_tiles)(DType packed, const void* xq, size_t xq_stride, int64_t k,
                                 int64_t t0, int64_t t1, void* out) = nullptr;
 };

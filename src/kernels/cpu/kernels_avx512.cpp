@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_avx512.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_dots_avx512.h"
 
 namespace tokamak::cpu {
@@ -137,6 +138,8 @@ KernelTable make_table(bool with_bf16) {
   t.q4_0x8 = avx512::packed_matmul_q4_0;
   t.q4_1x8 = avx512::packed_matmul_q4_1;
   t.q8_0x8 = avx512::packed_matmul_q8_0;
+  t.paged_attention_span = avx512::paged_attention_span;
+  t.paged_attention_queries = avx512::paged_attention_queries;
   return t;
 }
 

@@ -352,7 +352,8 @@ void packed_matmul(const PackedMatmulArgs& a) {
 
 }  // namespace
 
-size_t activation_tiles_bytes(int64_t m, int64_t k) {
+size_t activation_tiles_bytes(DType packed, int64_t m, int64_t k) {
+  if (packed != DType::Q4_0_X8 && packed != DType::Q4_1_X8 && packed != DType::Q8_0_X8) return 0;
   return static_cast<size_t>(m / kTileRows * (k / kQK)) * sizeof(ActTileBlock);
 }
 

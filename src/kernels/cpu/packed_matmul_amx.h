@@ -15,8 +15,9 @@ void packed_matmul_q8_0(const PackedMatmulArgs& args);  // Q8_0_X8 x Q8_0
 
 // The activations as tile A wants them (PackedMatmulArgs::x_tiles): for each tile of 16 rows
 // and each block i, the 16 rows' 32 quants (512 bytes), then their scales d and Q8_1's s as
-// F32 (64 bytes each). The last m % 16 rows have no tile (the VNNI kernel takes them).
-size_t activation_tiles_bytes(int64_t m, int64_t k);
+// F32 (64 bytes each). The last m % 16 rows have no tile (the VNNI kernel takes them). 0 bytes
+// for the packed types these kernels do not cover (Q6_K_X8 runs on AVX2's kernel).
+size_t activation_tiles_bytes(DType packed, int64_t m, int64_t k);
 void pack_activation_tiles(DType packed, const void* xq, size_t xq_stride, int64_t k, int64_t t0,
                            int64_t t1, void* out);
 

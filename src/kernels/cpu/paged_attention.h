@@ -216,5 +216,12 @@ bool paged_attention_queries(const PagedAttentionArgs& first, int32_t n_queries,
                              int64_t out_step);
 inline constexpr int32_t kMaxQueriesHeadDim = 128;
 }
+// The same kernels compiled with AVX-512 (paged_attention_avx512.cpp): the same bits.
+namespace avx512 {
+void paged_attention_span(const PagedAttentionArgs& args, int64_t begin, int64_t end,
+                          const PagedPartial& out);
+bool paged_attention_queries(const PagedAttentionArgs& first, int32_t n_queries, int64_t q_step,
+                             int64_t out_step);
+}  // namespace avx512
 
 }  // namespace tokamak::cpu

@@ -35,23 +35,18 @@ const DotKernel* dot_for(const KernelTable& kt, DType wtype) {
   }
 }
 
+// The encoder of wtype's activations (activation_dtype).
 ConvertFn convert_for(const KernelTable& kt, DType wtype) {
-  if (wtype == DType::Q6_K_X8) return kt.to_q8_0;  // 8-bit quants, blocks of 32
-  switch (unpacked_dtype(wtype)) {
+  switch (activation_dtype(wtype)) {
     case DType::F16:
       return kt.to_f16;
     case DType::BF16:
       return kt.to_bf16;
     case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
       return kt.to_q8_0;
-    case DType::Q4_1:
-    case DType::Q5_1:
+    case DType::Q8_1:
       return kt.to_q8_1;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
+    case DType::Q8_K:
       return kt.to_q8_K;
     default:
       return nullptr;
@@ -89,18 +84,24 @@ DType packed_weight_dtype(const KernelTable& kt, DType wtype) {
 }
 
 DType activation_dtype(DType wtype) {
-  if (wtype == DType::Q6_K_X8) return DType::Q8_0;
-  switch (unpacked_dtype(wtype)) {
+  switch (wtype) {
     case DType::F16:
       return DType::F16;
     case DType::BF16:
       return DType::BF16;
+    // 8-bit quants in blocks of 32 with one scale; Q6_K_X8 among them (its sub-block scales are
+    // the weights').
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q5_0:
+    case DType::Q8_0_X8:
+    case DType::Q4_0_X8:
+    case DType::Q6_K_X8:
       return DType::Q8_0;
+    // The same with the block's sum, for the weights' min term.
     case DType::Q4_1:
     case DType::Q5_1:
+    case DType::Q4_1_X8:
       return DType::Q8_1;
     case DType::Q4_K:
     case DType::Q5_K:

@@ -107,8 +107,8 @@ TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
           std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + blocks * 10) +
                               static_cast<uint64_t>(base));
           const int64_t k = blocks * kQK;
-          // Every m to 9, and AMX's tiles of 16 rows with and without a rest.
-          const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 48};
+          // Every m to 9, and AMX's tiles of 16 rows (from 48 rows) with and without a rest.
+          const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 48, 49, 67};
           const int64_t max_m = ms.back();
           const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k) + 6;  // padded rows
           const auto w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
@@ -254,11 +254,12 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
             } else {
               w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
             }
-            const int64_t max_m = 35;
+            const int64_t max_m = 53;
             const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
             const auto x = random_activations(base, max_m, blocks, xs, rng);
             const int64_t y_stride = n + 3;
-            for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{5}, int64_t{16}, max_m}) {
+            for (int64_t m :
+                 {int64_t{1}, int64_t{4}, int64_t{5}, int64_t{16}, int64_t{48}, max_m}) {
               for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
                 std::vector<float> got(static_cast<size_t>(m * y_stride));
                 for (float& v : got) {

@@ -147,8 +147,8 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
 
 // The repacked layout gives the same bits on every level that has it (the AVX2, AVX-512 and
 // AMX kernels share the reference's arithmetic), stays within rounding of GGUF's layout, and
-// TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does. A prompt of 37
-// tokens runs two of AMX's 16-row tiles and a rest, whose logits are compared too.
+// TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does. A prompt of 53
+// tokens runs three of AMX's 16-row tiles and a rest, whose logits are compared too.
 TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   SyntheticModelSpec s;
   s.weight_dtype = DType::Q4_1;
@@ -157,11 +157,11 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   test::TempFile tmp("repack");
   const auto file = test::write_and_open(make_synthetic_model(s), tmp);
   std::vector<int32_t> toks, pos;
-  for (int32_t t = 0; t < 37; ++t) {
+  for (int32_t t = 0; t < 53; ++t) {
     toks.push_back(1 + t % 9);
     pos.push_back(t);
   }
-  const std::vector<int32_t> rows = {5, 20, 36};
+  const std::vector<int32_t> rows = {5, 20, 52};
   const auto logits_of = [&](Isa isa, bool repack) {
     ModelOptions opts = test::options(2, 64);
     opts.isa = isa;

@@ -1,4 +1,4 @@
-// AMX kernel table: the AVX-512 one, with the packed matmuls of 16 activation rows or more on
+// AMX kernel table: the AVX-512 one, with the packed matmuls of 48 activation rows or more on
 // AMX tiles (packed_matmul_amx.h). Same bits as the AVX-512 table everywhere.
 
 #include "kernels/cpu/kernel_table.h"

@@ -6,25 +6,17 @@
 #include <cstdint>
 
 #include "ceilings_kernels.h"
+#include "kernels/cpu/amx_tile_config.h"
 
 namespace tokamak::bench::amx {
 namespace {
 
-// Palette 1: tiles 0-3 the int32 results (16 x 16), 4-5 A (16 rows x k bytes), 6-7 B (k / 4
-// rows x 64 bytes). A static object: GCC 12's _tile_loadconfig declares an 8-byte operand, so
-// the stores that fill a local configuration can be dropped.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Tiles 0-3 the int32 results (16 x 16), 4-5 A (16 rows x K bytes), 6-7 B (K / 4 rows x 64
+// bytes); a static object (amx_tile_config.h says why).
 template <int K>
-const TileConfig& config() {
-  static const TileConfig c = [] {
-    TileConfig t;
+const cpu::AmxTileConfig& config() {
+  static const cpu::AmxTileConfig c = [] {
+    cpu::AmxTileConfig t;
     for (int i = 0; i < 4; ++i) {
       t.rows[i] = 16;
       t.colsb[i] = 64;

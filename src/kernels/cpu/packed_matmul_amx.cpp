@@ -20,10 +20,7 @@
 // (two of each tile kind, by block parity). The tile unit and the vector units overlap little
 // on the cores measured (tilestored beside the float steps costs about their sum), which
 // bounds the gain over the VNNI kernel at ~1.5x (docs/BENCHMARKS.md, the AMX section).
-//
-// The tile configuration is a static object: GCC 12's _tile_loadconfig declares an 8-byte
-// memory operand, so the stores that fill a local configuration may be dropped (ggml's AMX
-// code built by GCC 12 faults on ldtilecfg for that reason).
+
 //
 // Calls of fewer than kMinTiledRows activation rows (a decode step, small batches) and the
 // last m % 16 rows of the others run on the AVX-512 VNNI kernels, whose bits these are.
@@ -39,6 +36,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_amx.h"
 #include "kernels/cpu/packed_matmul_avx512.h"
@@ -58,20 +56,11 @@ constexpr int kBRowBytes = 64;                  // a row of tile B: 4 elements x
 // 28.3-29.3, 38.1-38.9 / 33.2-34.4.
 constexpr int64_t kMinTiledRows = 48;
 
-// The palette-1 tile configuration (Intel SDM, LDTILECFG): C0/C1 = tmm0/1 (16 x 16 int32),
-// A0/A1 = tmm2/3 (16 rows x 32 bytes), B0/B1 = tmm4/5 (8 rows x 64 bytes).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-const TileConfig& tile_config() {
-  static const TileConfig config = [] {
-    TileConfig c;
+// The tiles: C0/C1 = tmm0/1 (16 x 16 int32), A0/A1 = tmm2/3 (16 rows x 32 bytes), B0/B1 =
+// tmm4/5 (8 rows x 64 bytes).
+const AmxTileConfig& tile_config() {
+  static const AmxTileConfig config = [] {
+    AmxTileConfig c;
     for (int t = 0; t < 2; ++t) {
       c.rows[t] = kTileRows;
       c.colsb[t] = kTileCols * 4;

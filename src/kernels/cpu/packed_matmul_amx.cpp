@@ -20,7 +20,6 @@
 // (two of each tile kind, by block parity). The tile unit and the vector units overlap little
 // on the cores measured (tilestored beside the float steps costs about their sum), which
 // bounds the gain over the VNNI kernel at ~1.5x (docs/BENCHMARKS.md, the AMX section).
-
 //
 // Calls of fewer than kMinTiledRows activation rows (a decode step, small batches) and the
 // last m % 16 rows of the others run on the AVX-512 VNNI kernels, whose bits these are.

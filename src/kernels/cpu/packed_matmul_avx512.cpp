@@ -4,17 +4,22 @@
 // all the rows, and a group's results are stored with one instruction.
 //
 // Two tile shapes. With several activation rows (prefill, batched decode) two groups run side
-// by side in 16-lane registers (Lanes16), 8 (Q4_1: 6) activation rows a tile: Zen 4
+// by side in 16-lane registers (Lanes16), 8 activation rows a tile: Zen 4
 // runs a 512-bit op at half the rate of a 256-bit one, so the arithmetic rate is the same, but
 // it issues as one macro-op, and the 8-lane form was bound by how many it could issue (~0.5 of
 // the vpdpbusd peak with every operand in L1; the pairs reach 0.65-0.75). A single activation
 // row (a decode step, which streams the weights from memory) and a lone last group run in
 // 8-lane registers (Lanes8), four activation rows a tile.
 //
-// The 4-bit high nibbles are not shifted down: (byte & 0xf0) is 16 * q, so those products
-// go to their own integer sum, shifted right by 4 once per block (exact: a multiple of 16).
-// This file is compiled with the AVX-512 flags and only called on CPUs that have them; its
-// helpers stay in an anonymous namespace (see kernels_avx512.cpp for why).
+// The 4-bit nibbles are unpacked once per block for all the tile's rows (an and for the low,
+// a shift and an and for the high ones), so that each row's block is one chain of 8 vpdpbusd
+// and nothing else before its float steps. The earlier form left the high nibbles in place
+// ((byte & 0xf0) = 16 * q) and gave each row a second sum to shift down and add: two vector
+// ops a row a block where now one a block is spent (Q8_0 rows also had two sums, to add). On the
+// Intel AMX guest (kernels bench, avx512 level, one thread) the 16-lane tiles ran 3-10% faster for
+// it, and the decode GEMV (8 lanes, one row, two threads) 7-9%; the integer sums, so the results,
+// are the same. This file is compiled with the AVX-512 flags and only called on CPUs that have
+// them; its helpers stay in an anonymous namespace (see kernels_avx512.cpp for why).
 
 // GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*): a
 // known false positive, silenced for the header only.
@@ -66,8 +71,7 @@ struct Lanes8 {
   static F set1f(float v) { return _mm256_set1_ps(v); }
   static I bytes(char v) { return _mm256_set1_epi8(v); }
   static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
-  static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
-  static I srai4(I a) { return _mm256_srai_epi32(a, 4); }
+  static I srli16_4(I a) { return _mm256_srli_epi16(a, 4); }
   static F to_f(I a) { return _mm256_cvtepi32_ps(a); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
@@ -96,8 +100,7 @@ struct Lanes16 {
   static F set1f(float v) { return _mm512_set1_ps(v); }
   static I bytes(char v) { return _mm512_set1_epi8(v); }
   static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
-  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
-  static I srai4(I a) { return _mm512_srai_epi32(a, 4); }
+  static I srli16_4(I a) { return _mm512_srli_epi16(a, 4); }
   static F to_f(I a) { return _mm512_cvtepi32_ps(a); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -107,8 +110,10 @@ struct Lanes16 {
 // A policy per packed type: W and X the weight and activation blocks, kMins for Q4_1's min
 // term, kBias: the integer sum of a block starts at -kBias * sum(activation quants) (weights
 // stored unsigned with that offset), kNibbles for the 4-bit layouts, kPairTileRows the
-// activation rows of a 16-lane tile (Q4_1's min accumulators leave room for 6; 4, 6 and 8
-// timed for each type on 576- to 8192-wide shapes, the best kept).
+// activation rows of a 16-lane tile (4, 6 and 8 timed for each type on 576- to 8192-wide
+// shapes on Zen 4, the best kept; Q4_1, whose min accumulators take 6 more registers, was
+// best at 6 there with the two integer sums a row of the earlier form, and at 8 with one on
+// the Intel AMX guest: m = 32 / 128 3-9% faster than 6; not re-timed on Zen 4).
 struct Q4_0Policy {
   static constexpr DType kPacked = DType::Q4_0_X8;
   using W = block_q4_0x8;
@@ -125,7 +130,7 @@ struct Q4_1Policy {
   static constexpr bool kMins = true;
   static constexpr int kBias = 0;
   static constexpr bool kNibbles = true;
-  static constexpr int kPairTileRows = 6;
+  static constexpr int kPairTileRows = 8;
 };
 struct Q8_0Policy {
   static constexpr DType kPacked = DType::Q8_0_X8;
@@ -160,7 +165,6 @@ inline void tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
     mins[c] = L::zero();
   }
   const I low = L::bytes(0x0f);
-  const I high = L::bytes(static_cast<char>(0xf0));
   for (int64_t i = 0; i < nb; ++i) {
     const auto& ba = wa[i];
     const auto& bb = L::kPair ? wb[i] : wa[i];
@@ -176,8 +180,8 @@ inline void tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const I raw = L::quants(ba.qs + 32 * s, bb.qs + 32 * s);
-        q[2 * s] = L::and_i(raw, low);       // elements 8s .. 8s+3
-        q[2 * s + 1] = L::and_i(raw, high);  // 16 x elements 8s+4 .. 8s+7
+        q[2 * s] = L::and_i(raw, low);                   // elements 8s .. 8s+3
+        q[2 * s + 1] = L::and_i(L::srli16_4(raw), low);  // elements 8s+4 .. 8s+7
       }
     } else {
 #pragma GCC unroll 8
@@ -190,24 +194,10 @@ inline void tile(const typename T::W* wa, const typename T::W* wb, int64_t nb,
     for (int c = 0; c < R; ++c) {
       const int8_t* xq = x[c][i].qs;
       const ActBlock& ab = act[c][i];
-      I p0 = T::kBias != 0 ? L::set1(ab.bias) : L::zero_i();
-      I p1 = L::zero_i();
-      I p;
-      if constexpr (T::kNibbles) {
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {
-          p0 = L::dpbusd(p0, q[2 * s], xq + 8 * s);
-          p1 = L::dpbusd(p1, q[2 * s + 1], xq + 8 * s + 4);
-        }
-        p = L::add_i(p0, L::srai4(p1));
-      } else {
-#pragma GCC unroll 4
-        for (int s = 0; s < 8; s += 2) {
-          p0 = L::dpbusd(p0, q[s], xq + 4 * s);
-          p1 = L::dpbusd(p1, q[s + 1], xq + 4 * s + 4);
-        }
-        p = L::add_i(p0, p1);
-      }
+      // q[s] holds elements 4s .. 4s+3 of the block in every layout.
+      I p = T::kBias != 0 ? L::set1(ab.bias) : L::zero_i();
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) p = L::dpbusd(p, q[s], xq + 4 * s);
       const F scale = L::mul(dw, L::set1f(ab.d));
       acc[c] = L::fma(scale, L::to_f(p), acc[c]);
       if constexpr (T::kMins) mins[c] = L::fma(mw, L::set1f(ab.s), mins[c]);

@@ -214,14 +214,12 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
   const auto [xq, xq_stride] = encode_activations(x, wr.dtype, norm);
   const cpu::PackedMatmulFn kernel = cpu::packed_matmul_kernel(kt_, wr.dtype);
   assert(kernel != nullptr);
-  // The activation blocks' terms, once for all the kernel calls below.
-  x_blocks_.resize(static_cast<size_t>(m * (k / cpu::kQK)));
-  for_rows(m, k, [&](int64_t r0, int64_t r1) {
-    cpu::packed_activation_blocks(wr.dtype, xq, xq_stride, k, r0, r1, x_blocks_.data());
-  });
-  // The activations in the level's own layout (AMX's tiles), also once for all calls.
+  // The activations in the level's own layout (AMX's tiles), once for all the kernel calls
+  // below.
   const size_t tiles_bytes =
       kt_.activation_tiles_bytes != nullptr ? kt_.activation_tiles_bytes(wr.dtype, m, k) : 0;
+  const int64_t tiled_rows =
+      tiles_bytes > 0 ? m / cpu::kActivationTileRows * cpu::kActivationTileRows : 0;
   if (tiles_bytes > 0) {
     x_tiles_.resize(tiles_bytes);
     const int64_t n_tiles = m / cpu::kActivationTileRows;
@@ -229,6 +227,12 @@ void CpuOps::packed_matmul(const Tensor& x, const InputNorm& norm, const Tensor&
       kt_.pack_activation_tiles(wr.dtype, xq, xq_stride, k, t0, t1, x_tiles_.data());
     });
   }
+  // The activation blocks' terms, also once, for the rows the tiles leave (all without them).
+  x_blocks_.resize(static_cast<size_t>(m * (k / cpu::kQK)));
+  for_rows(m - tiled_rows, k, [&](int64_t r0, int64_t r1) {
+    cpu::packed_activation_blocks(wr.dtype, xq, xq_stride, k, tiled_rows + r0, tiled_rows + r1,
+                                  x_blocks_.data());
+  });
 
   // Each output's first row in the stack. All but the last fill whole groups
   // (prepare_stacked); the last may end in a partial group (one prepare_weight tensor).

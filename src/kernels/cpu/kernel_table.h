@@ -106,8 +106,10 @@ struct KernelTable {
   // tiles): the bytes of that layout for m rows of k against a packed type, or 0 where that
   // type's kernel takes none for such a call, and the packer of its tiles [t0, t1)
   // (kActivationTileRows rows each), from the rows in the base type's activation encoding.
-  // Formed once per matmul, shared by every call (PackedMatmulArgs::x_tiles). Null: the level
-  // has no such layout.
+  // Formed once per matmul, shared by every call (PackedMatmulArgs::x_tiles). Where the bytes
+  // are not 0, the kernel takes the tiles' rows (the first m / kActivationTileRows *
+  // kActivationTileRows) from them alone, and reads x_blocks only for the rows after. Null:
+  // the level has no such layout.
   size_t (*activation_tiles_bytes)(DType packed, int64_t m, int64_t k) = nullptr;
   void (*pack_activation_tiles)(DType packed, const void* xq, size_t xq_stride, int64_t k,
                                 int64_t t0, int64_t t1, void* out) = nullptr;

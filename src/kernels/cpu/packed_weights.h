@@ -155,7 +155,8 @@ struct PackedMatmulArgs {
   int64_t y_origin = 0;  // the weight row written to y's column 0
   PackedEpilogue epilogue = PackedEpilogue::Store;
   SiluMulFn silu_mul = nullptr;  // for PackedEpilogue::SiluMul
-  // Optional: the activation blocks' terms (packed_activation_blocks) for all m rows, else
+  // Optional: the activation blocks' terms (packed_activation_blocks) for all m rows (with
+  // x_tiles, for the rows after the tiles' only: KernelTable::activation_tiles_bytes), else
   // the kernel forms them itself, in every call.
   const PackedActBlock* x_blocks = nullptr;
   // Optional: the activations in the layout of a level whose kernel wants its own

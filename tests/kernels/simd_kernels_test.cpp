@@ -32,7 +32,7 @@ TEST(SimdKernelsTest, ThisCpuHasSomethingToTest) {
 
 TEST(SimdKernelsTest, ConversionsAreBitIdentical) {
   for (const auto& [name, kt] : test::simd_tables()) {
-    for (int64_t blocks : {1, 2, 3, 7, 18, 48}) {
+    for (int64_t blocks : {1, 2, 3, 7, 15, 16, 17, 18, 33, 48}) {
       const int64_t n = blocks * 32;
       for (uint64_t seed = 0; seed < 4; ++seed) {
         auto x = random_floats(static_cast<size_t>(n), seed * 31 + blocks, -5.0f, 5.0f);

@@ -2,11 +2,13 @@
 // compiled with those extensions and only called when the CPU has them. The quantized dot
 // products (Q4_0, Q4_1, Q8_0: dot, dot4 and the dot4xr tile) are in quant_dots_avx512.cpp: they
 // use vpdpbusd for the exact integer sums and keep AVX2's float order, so quantized models give
-// the same bits as with the AVX2 table (and as llama.cpp's AVX2 build). Activation encoders,
-// silu, attention, paged attention and the F16 dot are the AVX2 ones: F16 models then give
-// AVX2's bits too, which the F16 golden test against llama.cpp needs (a 16-lane F16 dot, measured
-// on Zen 4, was 10% slower at k = 576, even at 1536 and 12% faster at 4096). The BF16 and F32
-// dots here use 16-lane accumulators and round differently from AVX2.
+// the same bits as with the AVX2 table (and as llama.cpp's AVX2 build). The Q8_0 / Q8_1
+// activation encoders (activation_encode_avx512.cpp), the packed matmuls and paged attention
+// have AVX-512 forms with AVX2's bits; silu, attention, the F16 encoder and the F16 dot are the
+// AVX2 ones: F16 models then give AVX2's bits too, which the F16 golden test against llama.cpp
+// needs (a 16-lane F16 dot, measured on Zen 4, was 10% slower at k = 576, even at 1536 and 12%
+// faster at 4096). The BF16 and F32 dots here use 16-lane accumulators and round differently from
+// AVX2.
 
 // GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*
 // used by cvtph_ps, cvtepi32_ps, inserti64x4, ...): a known false positive, silenced for the
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/activation_encode_avx512.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_avx512.h"
 #include "kernels/cpu/paged_attention.h"
@@ -128,8 +131,10 @@ float dot_f32_f32(int64_t n, const void* w, const void* x) {
 }
 
 KernelTable make_table(bool with_bf16) {
-  KernelTable t = avx2_kernel_table();  // encoders, silu, attention, paged attention, F16
+  KernelTable t = avx2_kernel_table();  // silu, attention, the F16 encoder and dot
   t.isa = Isa::Avx512;
+  t.to_q8_0 = avx512::to_q8_0;
+  t.to_q8_1 = avx512::to_q8_1;
   t.q4_0 = avx512::q4_0_dots();
   t.q4_1 = avx512::q4_1_dots();
   t.q8_0 = avx512::q8_0_dots();

@@ -31,10 +31,10 @@
 #pragma GCC diagnostic pop
 
 #include <cassert>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
-#include "core/fp16.h"
 #include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_amx.h"
@@ -362,23 +362,29 @@ void pack_activation_tiles(DType packed, const void* xq, size_t xq_stride, int64
   const auto* base = static_cast<const uint8_t*>(xq);
   auto* tiles = static_cast<ActTileBlock*>(out);
   const bool q8_1 = packed == DType::Q4_1_X8;
+  // A block's 16 rows at a time: their quants copied, their F16 scales gathered and widened
+  // in one conversion each (one element at a time, this took ~3% of a 128-row matmul).
+  const size_t block_bytes = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+  const size_t qs_offset = q8_1 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
   for (int64_t t = t0; t < t1; ++t) {
     ActTileBlock* tile = tiles + t * nb;
-    for (int c = 0; c < kTileRows; ++c) {
-      const uint8_t* row = base + static_cast<size_t>(t * kTileRows + c) * xq_stride;
-      for (int64_t i = 0; i < nb; ++i) {
-        if (q8_1) {
-          const auto& x = reinterpret_cast<const block_q8_1*>(row)[i];
-          std::memcpy(tile[i].q + c * kQK, x.qs, kQK);
-          tile[i].d[c] = fp16_to_f32(x.d);
-          tile[i].s[c] = fp16_to_f32(x.s);
-        } else {
-          const auto& x = reinterpret_cast<const block_q8_0*>(row)[i];
-          std::memcpy(tile[i].q + c * kQK, x.qs, kQK);
-          tile[i].d[c] = fp16_to_f32(x.d);
-          tile[i].s[c] = 0.0f;
-        }
+    const uint8_t* rows = base + static_cast<size_t>(t * kTileRows) * xq_stride;
+    for (int64_t i = 0; i < nb; ++i) {
+      alignas(32) uint16_t d[kTileRows];
+      alignas(32) uint16_t s[kTileRows] = {};
+      for (int c = 0; c < kTileRows; ++c) {
+        const uint8_t* block = rows + c * xq_stride + static_cast<size_t>(i) * block_bytes;
+        _mm256_storeu_si256(
+            reinterpret_cast<__m256i*>(tile[i].q + c * kQK),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + qs_offset)));
+        std::memcpy(&d[c], block, sizeof(uint16_t));  // d leads both block types
+        if (q8_1) std::memcpy(&s[c], block + offsetof(block_q8_1, s), sizeof(uint16_t));
       }
+      const auto widen = [](const uint16_t* h) {
+        return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+      };
+      _mm512_storeu_ps(tile[i].d, widen(d));
+      _mm512_storeu_ps(tile[i].s, widen(s));
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -36,24 +38,35 @@ TEST(RowKernelsTest, RmsNorm) {
 }
 
 // Several rows' sums side by side give each row's scale bit for bit as ggml's loop does:
-// float squares added to a double one element after the other, then float arithmetic.
+// float squares added to a double one element after the other, then float arithmetic. For
+// the scalar form and every SIMD level's (groups of eight and sixteen rows, the rest, element
+// tails short of eight).
 TEST(RowKernelsTest, RmsNormScalesOfManyRowsAreEachRowsOwn) {
+  using ScalesFn = void (*)(const float*, int64_t, int64_t, int64_t, float, float*);
+  std::vector<std::pair<std::string, ScalesFn>> forms = {{"scalar", rmsnorm_scales}};
+  for (const auto& [name, kt] : test::simd_tables()) forms.emplace_back(name, kt->rmsnorm_scales);
   const float eps = 1e-6f;
-  for (int64_t n : {1, 7, 576}) {
-    for (int64_t rows : {1, 3, 4, 8, 13, 19}) {
-      const int64_t stride = n + 5;  // rows apart, as in a strided view
-      const auto x = random_floats(static_cast<size_t>(rows * stride), rows * 100 + n, -4.0f, 4.0f);
-      std::vector<float> got(static_cast<size_t>(rows));
-      rmsnorm_scales(x.data(), stride, rows, n, eps, got.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        double sum = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-          const float v = x[static_cast<size_t>(r * stride + i)];
-          sum += static_cast<double>(v * v);
+  for (const auto& [name, scales] : forms) {
+    for (int64_t n : {1, 7, 8, 13, 576}) {
+      for (int64_t rows : {1, 3, 4, 8, 13, 16, 19, 24, 33}) {
+        const int64_t stride = n + 5;  // rows apart, as in a strided view
+        auto x = random_floats(static_cast<size_t>(rows * stride), rows * 100 + n, -4.0f, 4.0f);
+        // Magnitudes over ten decades: the double sums round (though float scales rarely show it).
+        const auto decades = random_floats(x.size(), rows * 100 + n + 1, -6.0f, 4.0f);
+        for (size_t i = 0; i < x.size(); ++i) x[i] *= std::pow(10.0f, std::round(decades[i]));
+        std::vector<float> got(static_cast<size_t>(rows));
+        scales(x.data(), stride, rows, n, eps, got.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) {
+            const float v = x[static_cast<size_t>(r * stride + i)];
+            sum += static_cast<double>(v * v);
+          }
+          const float mean = static_cast<float>(sum / static_cast<double>(n));
+          const float want = 1.0f / std::sqrt(mean + eps);
+          EXPECT_EQ(got[static_cast<size_t>(r)], want)
+              << name << " n=" << n << " rows=" << rows << " r=" << r;
         }
-        const float mean = static_cast<float>(sum / static_cast<double>(n));
-        const float want = 1.0f / std::sqrt(mean + eps);
-        EXPECT_EQ(got[static_cast<size_t>(r)], want) << "n=" << n << " rows=" << rows << " r=" << r;
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/rmsnorm.h"
 
 namespace tokamak::cpu {
 
@@ -72,6 +73,10 @@ struct KernelTable {
   DotKernel q4_k;
   DotKernel q5_k;
   DotKernel q6_k;
+
+  // rmsnorm_scales (rmsnorm.h): each row's scale, the scalar loop's bits at every level.
+  void (*rmsnorm_scales)(const float* x, int64_t x_stride, int64_t rows, int64_t n, float eps,
+                         float* scales) = cpu::rmsnorm_scales;
 
   // out = silu(gate) * up, rounding as ggml does (ggml_math.h); out may alias.
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);

@@ -3,12 +3,12 @@
 // products (Q4_0, Q4_1, Q8_0: dot, dot4 and the dot4xr tile) are in quant_dots_avx512.cpp: they
 // use vpdpbusd for the exact integer sums and keep AVX2's float order, so quantized models give
 // the same bits as with the AVX2 table (and as llama.cpp's AVX2 build). The Q8_0 / Q8_1
-// activation encoders (activation_encode_avx512.cpp), the packed matmuls and paged attention
-// have AVX-512 forms with AVX2's bits; silu, attention, the F16 encoder and the F16 dot are the
-// AVX2 ones: F16 models then give AVX2's bits too, which the F16 golden test against llama.cpp
-// needs (a 16-lane F16 dot, measured on Zen 4, was 10% slower at k = 576, even at 1536 and 12%
-// faster at 4096). The BF16 and F32 dots here use 16-lane accumulators and round differently from
-// AVX2.
+// activation encoders (activation_encode_avx512.cpp), RMSNorm's row scales (rmsnorm_avx512.cpp),
+// the packed matmuls and paged attention have AVX-512 forms with AVX2's bits; silu, attention, the
+// F16 encoder and the F16 dot are the AVX2 ones: F16 models then give AVX2's bits too, which the
+// F16 golden test against llama.cpp needs (a 16-lane F16 dot, measured on Zen 4, was 10% slower at
+// k = 576, even at 1536 and 12% faster at 4096). The BF16 and F32 dots here use 16-lane
+// accumulators and round differently from AVX2.
 
 // GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*
 // used by cvtph_ps, cvtepi32_ps, inserti64x4, ...): a known false positive, silenced for the
@@ -26,6 +26,7 @@
 #include "kernels/cpu/packed_matmul_avx512.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/quant_dots_avx512.h"
+#include "kernels/cpu/rmsnorm_avx512.h"
 
 namespace tokamak::cpu {
 namespace {
@@ -135,6 +136,7 @@ KernelTable make_table(bool with_bf16) {
   t.isa = Isa::Avx512;
   t.to_q8_0 = avx512::to_q8_0;
   t.to_q8_1 = avx512::to_q8_1;
+  t.rmsnorm_scales = avx512::rmsnorm_scales;
   t.q4_0 = avx512::q4_0_dots();
   t.q4_1 = avx512::q4_1_dots();
   t.q8_0 = avx512::q8_0_dots();

@@ -9,17 +9,12 @@
 // decode step of the default model (32 x 576) AVX2's encoder took ~7 us of a 28-68 us call,
 // this one ~3 us; a 512-token prefill's matmuls took 4-6% less time with it (Intel AMX guest).
 
-// GCC 12 warns inside its own AVX-512 headers (see kernels_avx512.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/activation_encode_avx512.h"
 
 #include <algorithm>
 #include <cassert>
 
-#include "kernels/cpu/activation_encode_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/quant_blocks.h"
 
 namespace tokamak::cpu::avx512 {

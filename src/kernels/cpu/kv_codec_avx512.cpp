@@ -6,15 +6,9 @@
 // nearest, as IEEE's default): GCC may fuse plain vector a * b + c into an fma, which rounds
 // once where the scalar reference rounds twice; these builtins are never fused.
 
-// GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*): a
-// known false positive, silenced for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include "kernels/cpu/kv_codec_avx512.h"
+
+#include "kernels/cpu/immintrin_avx512.h"
 
 namespace tokamak::cpu::avx512 {
 namespace {

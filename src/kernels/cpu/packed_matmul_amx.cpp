@@ -24,11 +24,7 @@
 // Calls of fewer than kMinTiledRows activation rows (a decode step, small batches) and the
 // last m % 16 rows of the others run on the AVX-512 VNNI kernels, whose bits these are.
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/packed_matmul_amx.h"
 
 #include <cassert>
 #include <cstddef>
@@ -36,8 +32,8 @@
 #include <vector>
 
 #include "kernels/cpu/amx_tile_config.h"
+#include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/kernel_table.h"
-#include "kernels/cpu/packed_matmul_amx.h"
 #include "kernels/cpu/packed_matmul_avx512.h"
 #include "kernels/cpu/simd_avx2.h"
 

@@ -21,18 +21,12 @@
 // are the same. This file is compiled with the AVX-512 flags and only called on CPUs that have
 // them; its helpers stay in an anonymous namespace (see kernels_avx512.cpp for why).
 
-// GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*): a
-// known false positive, silenced for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/packed_matmul_avx512.h"
 
 #include <cassert>
 #include <cstring>
 
-#include "kernels/cpu/packed_matmul_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace tokamak::cpu::avx512 {

@@ -29,19 +29,13 @@
 // waits on store forwarding. On Zen 4 a tile then takes about 1.8 cycles per (r, c) and block
 // (AVX2's tile 2.6), and dot4 2.9 per row and block (AVX2's 4.5).
 
-// GCC 12 warns inside its own AVX-512 headers (the `__Y = __Y` idiom of _mm512_undefined_*): a
-// known false positive, silenced for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/quant_dots_avx512.h"
 
 #include <algorithm>
 #include <cassert>
 
+#include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/quant_blocks.h"
-#include "kernels/cpu/quant_dots_avx512.h"
 
 namespace tokamak::cpu::avx512 {
 namespace {

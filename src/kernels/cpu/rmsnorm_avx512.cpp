@@ -9,17 +9,12 @@
 // encoding time in the scalar form on the Intel AMX guest; a 512-row call of the default model
 // took 419K TSC ticks of its threads' time in it, 181K here (rdtsc, 4 prompts).
 
-// GCC 12 warns inside its own AVX-512 headers (see kernels_avx512.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/rmsnorm_avx512.h"
 
 #include <cmath>
 
+#include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/rmsnorm.h"
-#include "kernels/cpu/rmsnorm_avx512.h"
 
 namespace tokamak::cpu::avx512 {
 namespace {

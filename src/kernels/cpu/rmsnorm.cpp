@@ -3,12 +3,12 @@
 #include <cmath>
 
 namespace tokamak::cpu {
-namespace {
-
-float scale_of(double sum, int64_t n, float eps) {
+float rmsnorm_scale_of_sum(double sum, int64_t n, float eps) {
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   return 1.0f / std::sqrt(mean + eps);
 }
+
+namespace {
 
 // Rows [0, R) of x: R independent sums, element i of every row before element i + 1.
 template <int R>
@@ -20,7 +20,7 @@ void scales_of_rows(const float* x, int64_t x_stride, int64_t n, float eps, floa
       sum[r] += static_cast<double>(v * v);
     }
   }
-  for (int r = 0; r < R; ++r) scales[r] = scale_of(sum[r], n, eps);
+  for (int r = 0; r < R; ++r) scales[r] = rmsnorm_scale_of_sum(sum[r], n, eps);
 }
 
 }  // namespace

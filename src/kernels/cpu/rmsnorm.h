@@ -16,6 +16,11 @@ void rmsnorm_row(const float* x, const float* w, float* y, int64_t n, float eps)
 void rmsnorm_scales(const float* x, int64_t x_stride, int64_t rows, int64_t n, float eps,
                     float* scales);
 
+// The scale of a row of n elements whose squares sum to `sum` (rmsnorm_scales' last step, for
+// the SIMD forms of the sum). Out of line on purpose: an inline copy compiled into an AVX-512
+// file could be the one the linker keeps for every caller (see kernels_avx512.cpp).
+float rmsnorm_scale_of_sum(double sum, int64_t n, float eps);
+
 // y (n) = (x * scale) * w, elementwise: the second half of rmsnorm_row. y may alias x.
 void rmsnorm_apply(const float* x, float scale, const float* w, float* y, int64_t n);
 

@@ -11,8 +11,6 @@
 
 #include "kernels/cpu/rmsnorm_avx512.h"
 
-#include <cmath>
-
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/rmsnorm.h"
 
@@ -20,12 +18,6 @@ namespace tokamak::cpu::avx512 {
 namespace {
 
 constexpr int kRows = 8;  // rows of a group: the lanes of a double register
-
-// rmsnorm.cpp's scale from a row's sum, the same float operations.
-float scale_of(double sum, int64_t n, float eps) {
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  return 1.0f / std::sqrt(mean + eps);
-}
 
 // v[i] = element i of the 8 rows (lane r = row r), from r[j] = 8 elements of row j.
 inline void transpose8(const __m256 (&r)[kRows], __m256 (&v)[kRows]) {
@@ -87,7 +79,7 @@ void scales_of_groups(const float* x, int64_t x_stride, int64_t n, float eps, fl
   for (int g = 0; g < G; ++g) {
     alignas(64) double s[kRows];
     _mm512_store_pd(s, sum[g]);
-    for (int r = 0; r < kRows; ++r) scales[g * kRows + r] = scale_of(s[r], n, eps);
+    for (int r = 0; r < kRows; ++r) scales[g * kRows + r] = rmsnorm_scale_of_sum(s[r], n, eps);
   }
 }
 

@@ -69,7 +69,8 @@ void encode(const float* x, Block* out, int64_t n) {
     }
     const __m512 m = reduce_16x16(amax, max_ps);
     const __m512 d = _mm512_div_ps(m, _mm512_set1_ps(127.0f));
-    // 127 / amax, 0 for an all-zero block (unordered: a NaN amax divides, as in the scalar).
+    // 127 / amax, 0 for an all-zero block. NaN inputs (a broken model) are not held to the
+    // scalar encoder's bytes: its max skips a NaN, vmaxps may not.
     const __mmask16 nonzero = _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NEQ_UQ);
     const __m512 id = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(127.0f), m);
 

@@ -1,6 +1,8 @@
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <cassert>
+#include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -9,14 +11,31 @@
 namespace tokamak {
 namespace {
 
-// Iterations to spin before sleeping: long enough to bridge the gap between two kernels of
-// one forward pass, short enough not to burn a shared core while idle.
-constexpr int kSpinIterations = 2048;
+// How long an idle thread spins before it sleeps. Long enough to bridge the serial work
+// between two kernels (encoding a matmul's input, ~10-15 us at concurrency 32) and most gaps
+// between engine steps: the 2,048 pauses spun before (23 us on the Intel AMX guest, where a
+// pause is ~40 cycles, 80 us where it is 140) let the worker sleep ~43 times a
+// concurrency-32 decode step of the default model and the caller ~14, each wake a futex
+// call and, on a virtual machine, an interrupt to a halted vCPU. Short enough not to burn a
+// shared core for long once the work stops.
+constexpr auto kSpin = std::chrono::microseconds(250);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
+}
+
+// Spins until done() or kSpin has passed; returns done(). The clock is read every 64 pauses
+// (a pause costs 10-140 cycles, depending on the core).
+template <typename Done>
+bool spin_until(Done done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return done();
+  }
 }
 
 inline uint32_t generation_of(uint64_t state) {
@@ -71,11 +90,11 @@ void ThreadPool::worker_loop() {
   tls_running_pool = this;
   uint32_t seen = 0;
   for (;;) {
-    uint32_t gen = generation_of(state_.load(std::memory_order_acquire));
-    for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
-      cpu_relax();
+    uint32_t gen = seen;
+    spin_until([&] {
       gen = generation_of(state_.load(std::memory_order_acquire));
-    }
+      return gen != seen;
+    });
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(wake_mu_);
       wake_cv_.wait(lock, [&] {
@@ -110,8 +129,7 @@ void ThreadPool::dispatch(int n_chunks, const std::function<void(int)>& chunk_fn
   tls_running_pool = nullptr;
 
   // Every chunk is claimed; wait for those still running on workers.
-  for (int i = 0; done_.load() != n_chunks && i < kSpinIterations; ++i) cpu_relax();
-  if (done_.load() != n_chunks) {
+  if (!spin_until([&] { return done_.load() == n_chunks; })) {
     std::unique_lock<std::mutex> wait(done_mu_);
     caller_sleeping_.store(true);
     done_cv_.wait(wait, [&] { return done_.load() == n_chunks; });
@@ -127,21 +145,31 @@ void ThreadPool::dispatch(int n_chunks, const std::function<void(int)>& chunk_fn
   }
 }
 
+void ThreadPool::chunks(int64_t n, int n_threads, Chunks& out) {
+  assert(n >= 0 && n_threads >= 1);
+  const int64_t divisor = 2 * int64_t{n_threads};
+  const int64_t min_size = std::max<int64_t>(1, (n + Chunks::kMax - 2) / (Chunks::kMax - 1));
+  out.count = 0;
+  out.bounds[0] = 0;
+  for (int64_t left = n; left > 0;) {
+    const int64_t size = std::min(left, std::max(min_size, (left + divisor - 1) / divisor));
+    out.bounds[out.count + 1] = out.bounds[out.count] + size;
+    ++out.count;
+    left -= size;
+  }
+  assert(out.count <= Chunks::kMax && out.bounds[out.count] == n);
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int parts = chunks_for(n);
-  if (n_threads_ == 1 || parts == 1) {
+  Chunks c;
+  chunks(n, n_threads_, c);
+  if (n_threads_ == 1 || c.count == 1) {
     // The same chunks, in order, on the caller.
-    for (int i = 0; i < parts; ++i) {
-      const auto [begin, end] = split(n, parts, i);
-      fn(begin, end);
-    }
+    for (int i = 0; i < c.count; ++i) fn(c.bounds[i], c.bounds[i + 1]);
     return;
   }
-  dispatch(parts, [&](int index) {
-    const auto [begin, end] = split(n, parts, index);
-    if (begin < end) fn(begin, end);
-  });
+  dispatch(c.count, [&](int index) { fn(c.bounds[index], c.bounds[index + 1]); });
 }
 
 }  // namespace tokamak

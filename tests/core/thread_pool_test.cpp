@@ -14,17 +14,31 @@
 namespace tokamak {
 namespace {
 
-TEST(ThreadPoolTest, SplitCoversRangeContiguously) {
-  for (int64_t n : {0, 1, 2, 7, 64, 1000, 1001}) {
-    for (int parts : {1, 2, 3, 8}) {
-      int64_t next = 0;
-      for (int i = 0; i < parts; ++i) {
-        const auto [b, e] = ThreadPool::split(n, parts, i);
-        EXPECT_EQ(b, next);
-        EXPECT_LE(b, e);
-        next = e;
+// The chunks cover [0, n) in order, shrink (never grow) towards the end, end in chunks of one
+// index where n allows, and stay below the cap however large n is.
+TEST(ThreadPoolTest, ChunksCoverTheRangeAndShrink) {
+  for (int threads : {1, 2, 3, 8, 64}) {
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}, int64_t{1000}, int64_t{1001},
+                      int64_t{1} << 20, int64_t{1} << 40}) {
+      ThreadPool::Chunks c;
+      ThreadPool::chunks(n, threads, c);
+      ASSERT_GE(c.count, 1);
+      ASSERT_LE(c.count, ThreadPool::Chunks::kMax);
+      EXPECT_EQ(c.bounds[0], 0);
+      EXPECT_EQ(c.bounds[c.count], n);
+      for (int i = 0; i < c.count; ++i) {
+        EXPECT_LT(c.bounds[i], c.bounds[i + 1]);
+        if (i > 0) {
+          EXPECT_LE(c.bounds[i + 1] - c.bounds[i], c.bounds[i] - c.bounds[i - 1]);
+        }
       }
-      EXPECT_EQ(next, n);
+      // The first chunk leaves work for the other threads; the last one is small.
+      if (n >= 2 * threads) {
+        EXPECT_LE(c.bounds[1], (n + 2 * threads - 1) / (2 * threads));
+      }
+      if (n < ThreadPool::Chunks::kMax) {
+        EXPECT_EQ(c.bounds[c.count] - c.bounds[c.count - 1], 1);
+      }
     }
   }
 }
@@ -56,16 +70,28 @@ TEST(ThreadPoolTest, ChunksAreFixedAndRunOnce) {
         seen.emplace_back(b, e);
       });
       std::sort(seen.begin(), seen.end());
-      EXPECT_EQ(static_cast<int>(seen.size()), pool.chunks_for(n));
+      ThreadPool::Chunks c;
+      ThreadPool::chunks(n, pool.n_threads(), c);
+      ASSERT_EQ(static_cast<int>(seen.size()), c.count);
       for (size_t i = 0; i < seen.size(); ++i) {
-        const auto [b, e] = ThreadPool::split(n, pool.chunks_for(n), static_cast<int>(i));
-        EXPECT_EQ(seen[i], std::make_pair(b, e));
+        EXPECT_EQ(seen[i], std::make_pair(c.bounds[i], c.bounds[i + 1]));
       }
       if (rep == 0) first = seen;
       EXPECT_EQ(seen, first);
     }
   }
-  EXPECT_LE(pool.chunks_for(1000), 12);
+}
+
+// A one-thread pool runs the same chunks, in order, on the caller.
+TEST(ThreadPoolTest, OneThreadRunsTheChunksInOrder) {
+  ThreadPool pool(1);
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  pool.parallel_for(100, [&](int64_t b, int64_t e) { seen.emplace_back(b, e); });
+  ThreadPool::Chunks c;
+  ThreadPool::chunks(100, 1, c);
+  ASSERT_EQ(static_cast<int>(seen.size()), c.count);
+  for (int i = 0; i < c.count; ++i)
+    EXPECT_EQ(seen[i], std::make_pair(c.bounds[i], c.bounds[i + 1]));
 }
 
 // Several threads take part when there is work for them.

@@ -54,7 +54,9 @@ class ThreadPool {
   struct Chunks {
     static constexpr int kMax = 512;  // the count stays below this for any n (min_size)
     int count = 0;
-    int64_t bounds[kMax + 1] = {};
+    // Only [0, count] is written (by chunks()): not zeroed, since parallel_for makes one of
+    // these on its stack every call.
+    int64_t bounds[kMax + 1];
   };
   // The chunks of [0, n) for a pool of n_threads: each ceil(left / (2 x n_threads)) long but
   // at least ceil(n / (kMax - 1)), the last one what is left.

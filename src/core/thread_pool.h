@@ -3,19 +3,21 @@
 //
 // parallel_for(n, fn) cuts [0, n) into a fixed set of contiguous chunks that depends only on
 // n and the pool size (chunks() below), and every chunk is run exactly once as
-// fn(begin, end). Threads claim chunks from a shared counter, so a thread that the OS has
-// not scheduled yet (on a busy machine) does not hold the others up: the caller may end up
-// running every chunk itself. Which thread runs a chunk may vary; what is computed never
-// does, as long as fn computes each element from its index alone (every kernel here keeps a
-// fixed reduction order per output element), so results never depend on scheduling or on
-// the thread count.
+// fn(begin, end). Which thread runs a chunk may vary; what is computed never does, as long as
+// fn computes each element from its index alone (every kernel here keeps a fixed reduction
+// order per output element), so results never depend on scheduling or on the thread count.
 //
-// The chunks shrink as the range is used up (guided scheduling): each is 1 / (2 x threads)
-// of what is left, down to one index, so the first ones are large (few claims) and the last
-// ones small, and the threads finish close together whatever each chunk costs. Equal
-// chunks, four a thread, left the two threads of a concurrency-32 decode step finishing a
-// matmul 14 us apart on average (up to a whole chunk, ~60 us for the output head), ~1.6 ms
-// of a ~30 ms step.
+// The chunks come in decks, one a thread: deck t is the t-th of n_threads near-equal
+// contiguous parts of the range, and its chunks shrink towards its end (each a quarter of what
+// is left of the deck, down to one index). Thread t takes its own deck's chunks from the
+// front; a thread whose deck is empty takes the others' from the back, where they are
+// smallest. So the threads finish close together whatever each chunk costs, a thread that
+// the OS has not scheduled yet does not hold the others up (the caller may end up running
+// every chunk itself), and while every thread is busy on its own deck, no claim touches a
+// cache line that another core writes. Claims from one shared counter, as before, cost ~2 us
+// a dispatch on two cores (a contended line bouncing twice a chunk), ~250 dispatches a decode
+// token; equal chunks, four a thread, before that left the two threads of a concurrency-32
+// decode step finishing a matmul 14 us apart on average.
 //
 // Idle threads spin for a while (kSpin in thread_pool.cpp) on a generation counter, then
 // sleep on a condition variable: long enough to bridge the serial work between two kernels
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -50,43 +53,57 @@ class ThreadPool {
   // done. An exception thrown by fn is rethrown here (the first one).
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
-  // The chunking of parallel_for: chunk i is [bounds[i], bounds[i + 1]) for i < count.
+  // The chunking of parallel_for: chunk i is [bounds[i], bounds[i + 1]) for i < count, and
+  // deck d is chunks [deck_begin[d], deck_begin[d + 1]) for d < n_decks.
   struct Chunks {
-    static constexpr int kMax = 512;  // the count stays below this for any n (min_size)
+    static constexpr int kMax = 1024;     // the count stays within this for any n
+    static constexpr int kMaxDecks = 64;  // threads past this many only take others' chunks
     int count = 0;
-    // Only [0, count] is written (by chunks()): not zeroed, since parallel_for makes one of
-    // these on its stack every call.
+    int n_decks = 0;
+    // Only what chunks() writes is set: not zeroed, since parallel_for makes one of these on
+    // its stack every call.
     int64_t bounds[kMax + 1];
+    int deck_begin[kMaxDecks + 1];
   };
-  // The chunks of [0, n) for a pool of n_threads: each ceil(left / (2 x n_threads)) long but
-  // at least ceil(n / (kMax - 1)), the last one what is left.
+  // The chunks of [0, n) for a pool of n_threads: min(n_threads, n, kMaxDecks) decks of
+  // near-equal length (the first n % decks one index longer), each cut into chunks of
+  // ceil(left / 4) of what is left of it but at least ceil(length / (kMax / decks - 1)).
   static void chunks(int64_t n, int n_threads, Chunks& out);
 
  private:
-  // Runs chunk tasks of dispatch `gen` until none is left unclaimed.
-  void work_on(uint32_t gen);
-  void dispatch(int n_chunks, const std::function<void(int)>& chunk_fn);
-  void worker_loop();
+  // A deck's unclaimed chunks [front, back) in the current dispatch, tagged with the
+  // dispatch's generation so that a thread still on an earlier one cannot claim them. Its
+  // own cache line: only the owner writes it until a thief comes.
+  struct alignas(64) Deck {
+    std::atomic<uint64_t> word{0};  // (generation << 32) | (front << 16) | back
+  };
+
+  // Runs chunks of dispatch `gen`, its own deck's from the front, then the other decks' from
+  // the back, until none is left unclaimed; adds how many it ran to done_.
+  void work_on(uint32_t gen, int self);
+  // The next chunk of deck d (from the front or the back), or -1 when it has none left in
+  // dispatch gen.
+  int claim(int d, uint32_t gen, bool from_front);
+  void dispatch(const Chunks& c, const std::function<void(int)>& chunk_fn);
+  void worker_loop(int self);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-
-  std::mutex dispatch_mu_;  // one dispatch at a time
-
-  // The current dispatch: task_ and n_chunks_ are set before state_ publishes it.
+  std::unique_ptr<Deck[]> decks_;  // one a thread
+  std::mutex dispatch_mu_;         // one dispatch at a time
+  // The current dispatch: task_ and n_chunks_ are set, and the decks filled, before
+  // generation_ publishes it.
   const std::function<void(int)>* task_ = nullptr;
   std::atomic<int> n_chunks_{0};
-  // (generation << 32) | next unclaimed chunk.
-  std::atomic<uint64_t> state_{0};
-  std::atomic<int> done_{0};  // chunks finished in the current dispatch
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<int> done_{0};  // chunks finished in the current dispatch
+  std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
-
+  std::atomic<int> sleepers_{0};  // workers waiting on wake_cv_ (or about to)
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   std::mutex done_mu_;
   std::condition_variable done_cv_;
-  std::atomic<bool> caller_sleeping_{false};
-
   std::mutex error_mu_;
   std::exception_ptr error_;
 };

@@ -14,30 +14,42 @@
 namespace tokamak {
 namespace {
 
-// The chunks cover [0, n) in order, shrink (never grow) towards the end, end in chunks of one
-// index where n allows, and stay below the cap however large n is.
-TEST(ThreadPoolTest, ChunksCoverTheRangeAndShrink) {
-  for (int threads : {1, 2, 3, 8, 64}) {
+// The chunks cover [0, n) in order, in one deck a thread (fewer when n or the deck cap is
+// smaller) of near-equal lengths; inside a deck they shrink (never grow) towards its end, the
+// first leaves work for a thief and the last is one index where the length allows; the
+// count stays within the cap however large n is.
+TEST(ThreadPoolTest, ChunksCoverTheRangeAndShrinkInEachDeck) {
+  using Chunks = ThreadPool::Chunks;
+  for (int threads : {1, 2, 3, 8, 64, 100}) {
     for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}, int64_t{1000}, int64_t{1001},
                       int64_t{1} << 20, int64_t{1} << 40}) {
-      ThreadPool::Chunks c;
+      SCOPED_TRACE(testing::Message() << "threads " << threads << ", n " << n);
+      Chunks c;
       ThreadPool::chunks(n, threads, c);
       ASSERT_GE(c.count, 1);
-      ASSERT_LE(c.count, ThreadPool::Chunks::kMax);
+      ASSERT_LE(c.count, Chunks::kMax);
+      const int64_t decks = std::min<int64_t>({threads, n, Chunks::kMaxDecks});
+      ASSERT_EQ(c.n_decks, decks);
+      EXPECT_EQ(c.deck_begin[0], 0);
+      EXPECT_EQ(c.deck_begin[c.n_decks], c.count);
       EXPECT_EQ(c.bounds[0], 0);
       EXPECT_EQ(c.bounds[c.count], n);
-      for (int i = 0; i < c.count; ++i) {
-        EXPECT_LT(c.bounds[i], c.bounds[i + 1]);
-        if (i > 0) {
+      for (int i = 0; i < c.count; ++i) EXPECT_LT(c.bounds[i], c.bounds[i + 1]);
+      for (int d = 0; d < c.n_decks; ++d) {
+        const int first = c.deck_begin[d];
+        const int end = c.deck_begin[d + 1];
+        ASSERT_LT(first, end);
+        const int64_t length = c.bounds[end] - c.bounds[first];
+        EXPECT_TRUE(length == n / decks || length == n / decks + 1) << "deck " << d;
+        for (int i = first + 1; i < end; ++i) {
           EXPECT_LE(c.bounds[i + 1] - c.bounds[i], c.bounds[i] - c.bounds[i - 1]);
         }
-      }
-      // The first chunk leaves work for the other threads; the last one is small.
-      if (n >= 2 * threads) {
-        EXPECT_LE(c.bounds[1], (n + 2 * threads - 1) / (2 * threads));
-      }
-      if (n < ThreadPool::Chunks::kMax) {
-        EXPECT_EQ(c.bounds[c.count] - c.bounds[c.count - 1], 1);
+        if (length >= 4) {
+          EXPECT_LE(c.bounds[first + 1] - c.bounds[first], (length + 3) / 4);
+        }
+        if (length < Chunks::kMax / decks) {
+          EXPECT_EQ(c.bounds[end] - c.bounds[end - 1], 1);
+        }
       }
     }
   }
@@ -135,6 +147,37 @@ TEST(ThreadPoolTest, ExceptionIsRethrownToTheCaller) {
   std::atomic<int64_t> n{0};
   pool.parallel_for(100, [&](int64_t b, int64_t e) { n += e - b; });
   EXPECT_EQ(n.load(), 100);
+}
+
+// A thread held up inside its first chunk does not hold up its deck: the other thread takes
+// the rest of the chunks, its own and the held thread's, from the back.
+TEST(ThreadPoolTest, ChunksOfAHeldUpThreadAreTakenByTheOthers) {
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    constexpr int64_t kN = 40;
+    ThreadPool::Chunks c;
+    ThreadPool::chunks(kN, pool.n_threads(), c);
+    std::atomic<int> started{0};
+    std::atomic<int> others_done{0};
+    bool held_up_alone = false;
+    pool.parallel_for(kN, [&](int64_t, int64_t) {
+      if (started.fetch_add(1) == 0) {
+        // The first chunk to start waits (up to 10 s) until every other chunk has run.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (others_done.load() < c.count - 1) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            held_up_alone = true;
+            return;
+          }
+          std::this_thread::yield();
+        }
+      } else {
+        others_done.fetch_add(1);
+      }
+    });
+    ASSERT_FALSE(held_up_alone) << "the held thread's deck was not taken over";
+    EXPECT_EQ(others_done.load(), c.count - 1);
+  }
 }
 
 TEST(ThreadPoolTest, ZeroMeansHardwareThreads) {

@@ -308,6 +308,38 @@ TEST(PagedAttentionTest, Avx512GivesAvx2sBits) {
   }
 }
 
+// Scores 87 to 133 below the running max take the far range of the vector exp, whose weights
+// are subnormal. With the value rows of the max's tokens zero, those weights alone make the
+// output, so that range's bits show: AVX-512's 16-lane exp must give AVX2's there too.
+TEST(PagedAttentionTest, Avx512GivesAvx2sBitsInTheExpsFarRange) {
+  const auto [avx2, wider] = test::avx2_and_wider_tables();
+  if (avx2 == nullptr || wider.empty()) GTEST_SKIP() << "no AVX-512 level on this CPU";
+  const Case c{3, 64, 64, 16, 70, 1.0f};
+  Fixture f(c, 4242);
+  // Every head's query is 80 in dimension 0 and 0 elsewhere: score j = 80 k[j][0] / 8.
+  std::fill(f.q.begin(), f.q.end(), 0.0f);
+  for (int32_t g = 0; g < c.n_group; ++g) f.q[g * f.q_stride] = 80.0f;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> far(-13.5f, -8.5f);
+  for (int64_t j = 0; j < c.n_kv; ++j) {
+    const bool top = j % 23 == 0;  // score 0, the max, with a zero value row
+    for (int32_t d = 0; d < c.dk; ++d) {
+      f.k[j * c.dk + d] = f32_to_fp16(d > 0 ? 0.5f : (top ? 0.0f : far(rng)));
+    }
+    if (top) std::fill_n(f.v.begin() + j * c.dv, c.dv, f32_to_fp16(0.0f));
+  }
+  f.pool = make_pool(f.k, f.v, c.n_kv, c.dk, c.dv, c.block_size, 2, 1, 4245);
+  const auto want = f.run(*avx2);
+  const bool subnormal = std::any_of(want.begin(), want.end(),
+                                     [](float x) { return std::fpclassify(x) == FP_SUBNORMAL; });
+  ASSERT_TRUE(subnormal) << "the case no longer reaches the exp's far range";
+  for (const KernelTable* kt : wider) {
+    const auto got = f.run(*kt);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+        << isa_name(kt->isa);
+  }
+}
+
 // The tiles follow the token order, so neither the block size nor where the blocks sit may
 // change a bit of the result; nor may the other heads in the call.
 TEST(PagedAttentionTest, BlockSizePlacementAndGroupDoNotChangeBits) {

@@ -105,20 +105,7 @@ int32_t Sampler::sample(std::span<float> logits, SamplerWorkspace& workspace,
   assert(logits.size() == static_cast<size_t>(vocab_size_));
   apply_penalties(logits);
 
-  int32_t token = 0;
-  if (greedy_) {
-    // Strictly greater: the lowest id wins a tie.
-    float best = logits[0];
-    for (size_t i = 1; i < logits.size(); ++i) {
-      assert(!std::isnan(logits[i]));
-      if (logits[i] > best) {
-        best = logits[i];
-        token = static_cast<int32_t>(i);
-      }
-    }
-  } else {
-    token = draw(logits, workspace);
-  }
+  const int32_t token = greedy_ ? greedy_token(logits) : draw(logits, workspace);
   if (logprobs != nullptr) fill_logprobs(logits, token, *logprobs);
   return token;
 }

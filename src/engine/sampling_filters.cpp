@@ -18,6 +18,10 @@
 
 #include "engine/fast_exp.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tokamak {
 namespace {
 
@@ -264,6 +268,45 @@ int32_t pick(std::span<const float> weights, double mass, double u) {
     if (weights[i] > 0.0f) return static_cast<int32_t>(i);
   }
   return 0;
+}
+
+int32_t greedy_token(std::span<const float> logits) {
+  assert(!logits.empty());
+  const float* x = logits.data();
+  const size_t n = logits.size();
+  float best = x[0];
+  size_t i = 1;
+#if defined(__SSE2__)
+  // Four running maxima of four lanes. maxps returns its second operand when the first is
+  // NaN, so a NaN logit is passed over as the scalar compare passes it over.
+  if (n >= 17) {
+    __m128 m[4];
+    for (__m128& v : m) v = _mm_set1_ps(best);
+    for (; i + 16 <= n; i += 16) {
+      for (int u = 0; u < 4; ++u) m[u] = _mm_max_ps(_mm_loadu_ps(x + i + 4 * u), m[u]);
+    }
+    __m128 v = _mm_max_ps(_mm_max_ps(m[0], m[1]), _mm_max_ps(m[2], m[3]));
+    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    best = _mm_cvtss_f32(v);
+  }
+#endif
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  // The first index holding the max (best is one of the logits, or NaN from x[0]).
+  size_t j = 0;
+#if defined(__SSE2__)
+  const __m128 target = _mm_set1_ps(best);
+  for (; j + 4 <= n; j += 4) {
+    const int hits = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(x + j), target));
+    if (hits != 0)
+      return static_cast<int32_t>(
+          j + static_cast<size_t>(std::countr_zero(static_cast<unsigned>(hits))));
+  }
+#endif
+  for (; j < n; ++j) {
+    if (x[j] == best) return static_cast<int32_t>(j);
+  }
+  return 0;  // best is NaN: x[0] was
 }
 
 }  // namespace tokamak

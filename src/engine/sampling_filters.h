@@ -29,6 +29,13 @@ inline bool more_likely(const Candidate& a, const Candidate& b) {
   return a.value > b.value || (a.value == b.value && a.token < b.token);
 }
 
+// Greedy decoding: the index of the largest logit, the lowest one among equals (+0 and -0
+// are equal). Logits hold no NaN (one at index 0 gives 0; elsewhere it is passed over). Two
+// vector passes, the max then its first index: the one-element loop is a chain of dependent
+// compares, ~55 us for a 49,152-token vocabulary, which a batch of 32 paid on one thread
+// every step (1.7 ms of a ~27 ms step of the default model).
+int32_t greedy_token(std::span<const float> logits);
+
 // Writes the k most likely tokens of `logits` to out[0, k) in more_likely order and returns
 // k' = min(k, logits.size()). `out` holds logits.size() entries. O(V log k) for small k (a
 // heap; most tokens cost one comparison), O(V + k log k) otherwise.

@@ -13,6 +13,43 @@
 namespace tokamak {
 namespace {
 
+// The first index of the largest logit, one compare at a time: greedy_token's definition.
+int32_t first_max_index(const std::vector<float>& x) {
+  int32_t token = 0;
+  float best = x[0];
+  for (size_t i = 1; i < x.size(); ++i) {
+    if (x[i] > best) {
+      best = x[i];
+      token = static_cast<int32_t>(i);
+    }
+  }
+  return token;
+}
+
+// Every length around the vector widths, ties among few distinct values (the lowest index
+// must win), infinities and zeros of both signs, the max at either end; a NaN at index 0
+// gives 0 and one elsewhere is passed over, as the one-compare loop does.
+TEST(GreedyTokenTest, IsTheFirstIndexOfTheMax) {
+  Rng rng(41);
+  const float few[] = {-INFINITY, -2.0f, -0.0f, 0.0f, 1.5f, 3.0f, INFINITY};
+  for (size_t n :
+       {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{15}, size_t{16}, size_t{17},
+        size_t{18}, size_t{31}, size_t{33}, size_t{64}, size_t{65}, size_t{100}, size_t{49152}}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) {
+        v = trial % 2 == 0 ? few[rng.next() % std::size(few)]
+                           : static_cast<float>(rng.uniform() * 200.0 - 100.0);
+      }
+      if (trial % 5 == 1) x.front() = 1000.0f;
+      if (trial % 5 == 2) x.back() = 1000.0f;
+      if (trial % 7 == 3) x[rng.next() % n] = NAN;
+      if (trial % 11 == 4) x[0] = NAN;
+      ASSERT_EQ(greedy_token(x), first_max_index(x)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
 std::vector<Candidate> from_values(const std::vector<float>& values) {
   std::vector<Candidate> c;
   for (size_t i = 0; i < values.size(); ++i) c.push_back({values[i], static_cast<int32_t>(i)});

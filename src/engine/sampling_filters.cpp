@@ -30,12 +30,19 @@ namespace {
 // every machine, which a single running sum (4 cycles per element) would also be, but slowly.
 constexpr size_t kLanes = 8;
 
+// The loops over a whole vocabulary (max_of, sum_weights, weigh_logits) are built for
+// AVX-512, AVX2 and the baseline, one picked when the program loads (GCC's target_clones):
+// wider vectors, the same operations per element and the same lanes (kLanes), and no FMA
+// (fp-contract is off above), so the same bits. Concurrency 32 of the default model at
+// temperature 0.8 spent ~3% of its samples here in 4-wide SSE2 on the engine thread;
+// 16-wide: 775.0 / 769.6 -> 804.4 / 798.5 output tok/s.
+
 double add_lanes(const double (&lanes)[kLanes]) {
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
          ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
-double sum_weights(std::span<const float> w) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] double sum_weights(std::span<const float> w) {
   double lanes[kLanes] = {};
   const size_t body = w.size() - w.size() % kLanes;
   for (size_t i = 0; i < body; i += kLanes) {
@@ -45,7 +52,7 @@ double sum_weights(std::span<const float> w) {
   return add_lanes(lanes);
 }
 
-float max_of(std::span<const float> values) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] float max_of(std::span<const float> values) {
   assert(!values.empty());
   float lanes[kLanes];
   std::fill(std::begin(lanes), std::end(lanes), values[0]);
@@ -116,7 +123,8 @@ double weigh_candidates(std::span<Candidate> c, float temperature) {
   return mass;
 }
 
-double weigh_logits(std::span<const float> logits, float temperature, std::span<float> weights) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] double weigh_logits(
+    std::span<const float> logits, float temperature, std::span<float> weights) {
   assert(temperature > 0.0f && weights.size() == logits.size());
   const float max = max_of(logits);
   const float inverse = 1.0f / temperature;

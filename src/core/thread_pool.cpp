@@ -198,7 +198,6 @@ void ThreadPool::chunks(int64_t n, int n_threads, Chunks& out) {
   out.count = 0;
   out.n_decks = decks;
   out.bounds[0] = 0;
-  int64_t begin = 0;
   for (int d = 0; d < decks; ++d) {
     out.deck_begin[d] = out.count;
     const int64_t length = n / decks + (d < n % decks ? 1 : 0);
@@ -209,10 +208,9 @@ void ThreadPool::chunks(int64_t n, int n_threads, Chunks& out) {
       ++out.count;
       left -= size;
     }
-    begin += length;
   }
   out.deck_begin[decks] = out.count;
-  assert(out.count <= Chunks::kMax && out.bounds[out.count] == n && begin == n);
+  assert(out.count <= Chunks::kMax && out.bounds[out.count] == n);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {

@@ -15,7 +15,7 @@
 // the OS has not scheduled yet does not hold the others up (the caller may end up running
 // every chunk itself), and while every thread is busy on its own deck, no claim touches a
 // cache line that another core writes. Claims from one shared counter, as before, cost ~2 us
-// a dispatch on two cores (a contended line bouncing twice a chunk), ~250 dispatches a decode
+// a dispatch on two cores (a contended line bouncing twice a chunk), ~150 dispatches a decode
 // token; equal chunks, four a thread, before that left the two threads of a concurrency-32
 // decode step finishing a matmul 14 us apart on average.
 //

@@ -30,8 +30,9 @@ namespace {
 // every machine, which a single running sum (4 cycles per element) would also be, but slowly.
 constexpr size_t kLanes = 8;
 
-// The loops over a whole vocabulary (max_of, sum_weights, weigh_logits) are built for
-// AVX-512, AVX2 and the baseline, one picked when the program loads (GCC's target_clones):
+// The loops over a whole vocabulary that the compiler vectorises (sum_weights, weigh_logits)
+// are built for AVX-512, AVX2 and the baseline, one picked when the program loads (GCC's
+// target_clones):
 // wider vectors, the same operations per element and the same lanes (kLanes), and no FMA
 // (fp-contract is off above), so the same bits. Concurrency 32 of the default model at
 // temperature 0.8 spent ~3% of its samples here in 4-wide SSE2 on the engine thread;
@@ -52,17 +53,34 @@ double add_lanes(const double (&lanes)[kLanes]) {
   return add_lanes(lanes);
 }
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] float max_of(std::span<const float> values) {
-  assert(!values.empty());
-  float lanes[kLanes];
-  std::fill(std::begin(lanes), std::end(lanes), values[0]);
-  const size_t body = values.size() - values.size() % kLanes;
-  for (size_t i = 0; i < body; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], values[i + j]);
+// The largest of `x` (not empty), NaNs passed over unless x[0] is one, which gives NaN: four
+// SSE2 running maxima (maxps returns its second operand when the first is NaN), where the
+// compiler leaves a loop of std::max scalar. Greedy decoding and every weighing start here.
+float largest(std::span<const float> x) {
+  assert(!x.empty());
+  const float* p = x.data();
+  const size_t n = x.size();
+  float best = p[0];
+  size_t i = 1;
+#if defined(__SSE2__)
+  if (n >= 17) {
+    __m128 m[4];
+    for (__m128& v : m) v = _mm_set1_ps(best);
+    for (; i + 16 <= n; i += 16) {
+      for (int u = 0; u < 4; ++u) m[u] = _mm_max_ps(_mm_loadu_ps(p + i + 4 * u), m[u]);
+    }
+    __m128 v = _mm_max_ps(_mm_max_ps(m[0], m[1]), _mm_max_ps(m[2], m[3]));
+    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    best = _mm_cvtss_f32(v);
   }
-  for (size_t i = body; i < values.size(); ++i) lanes[0] = std::max(lanes[0], values[i]);
-  float max = lanes[0];
-  for (const float lane : lanes) max = std::max(max, lane);
+#endif
+  for (; i < n; ++i) best = p[i] > best ? p[i] : best;
+  return best;
+}
+
+float max_of(std::span<const float> values) {
+  const float max = largest(values);
   assert(std::isfinite(max));  // NaN and +inf logits are the model's bug; all -inf the caller's
   return max;
 }
@@ -279,27 +297,9 @@ int32_t pick(std::span<const float> weights, double mass, double u) {
 }
 
 int32_t greedy_token(std::span<const float> logits) {
-  assert(!logits.empty());
   const float* x = logits.data();
   const size_t n = logits.size();
-  float best = x[0];
-  size_t i = 1;
-#if defined(__SSE2__)
-  // Four running maxima of four lanes. maxps returns its second operand when the first is
-  // NaN, so a NaN logit is passed over as the scalar compare passes it over.
-  if (n >= 17) {
-    __m128 m[4];
-    for (__m128& v : m) v = _mm_set1_ps(best);
-    for (; i + 16 <= n; i += 16) {
-      for (int u = 0; u < 4; ++u) m[u] = _mm_max_ps(_mm_loadu_ps(x + i + 4 * u), m[u]);
-    }
-    __m128 v = _mm_max_ps(_mm_max_ps(m[0], m[1]), _mm_max_ps(m[2], m[3]));
-    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    best = _mm_cvtss_f32(v);
-  }
-#endif
-  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  const float best = largest(logits);
   // The first index holding the max (best is one of the logits, or NaN from x[0]).
   size_t j = 0;
 #if defined(__SSE2__)

@@ -27,10 +27,14 @@ using cpu_ops_detail::Rows;
 constexpr int64_t kSplitBelowItemsPerThread = 2;
 
 // Query tokens of a prefill chunk per item (one KV head of one sequence): the kernel reads and
-// decodes each K/V tile once for all of them (cpu::paged_attention_queries). Eight: the most
-// its stack states take for the default model's and the 1B shape's groups; the 512 queries of a
-// prefill chunk still make 64 items per KV head for the threads to share.
-constexpr int32_t kQueriesPerItem = 8;
+// decodes each K/V tile once for all of them (cpu::paged_attention_queries), so more queries
+// an item share that work more widely. Kernels bench, 512 queries at a 2,048-token context, one
+// thread, 8 / 16 / 32 queries an item: default model 26.7-27.0 / 24.6-25.2 / 23.5-24.0 ms,
+// 1B shape 88.3-88.6 / 81.6-83.2 / 80.1-80.7 ms (32 is the most the kernel's stack states take
+// for their groups). A step with few queries halves it until the threads have
+// kMinBlockedItemsPerThread items each, or down to one query an item.
+constexpr int32_t kQueriesPerItem = 32;
+constexpr int64_t kMinBlockedItemsPerThread = 4;
 
 [[maybe_unused]] bool blocks_in_pool(const SeqAttention& s, const PagedKVView& kv) {
   const int64_t n_blocks = (int64_t{s.context_len} + kv.block_size - 1) / kv.block_size;
@@ -95,12 +99,12 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   // and the rest from the hot copies.
   const bool hot_window = kv.hot_window_blocks > 0;
   const PagedKVView hot = hot_window ? kv.hot_view() : PagedKVView{};
-  // Queries per item of a sequence: one, or with `blocked` up to kQueriesPerItem consecutive
-  // ones, except where a query's call has more than the block shares: a hot window (each
-  // query's own cold segment) or attention-mass tracking (each query's scores).
-  bool blocked = false;
+  // Queries per item of a sequence: one, or for blocked items up to queries_per_item
+  // consecutive ones, except where a query's call has more than the block shares: a hot window
+  // (each query's own cold segment) or attention-mass tracking (each query's scores).
+  int32_t queries_per_item = 1;
   const auto block_of = [&](const SeqAttention& s) -> int32_t {
-    return blocked && !hot_window && s.block_mass == nullptr ? kQueriesPerItem : 1;
+    return !hot_window && s.block_mass == nullptr ? queries_per_item : 1;
   };
   const auto blocks_of = [&](const SeqAttention& s) -> int64_t {
     return (s.n_query + block_of(s) - 1) / block_of(s);
@@ -204,9 +208,17 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   }
 
   // A prefill chunk's queries in blocks; what an item costs, for the split among threads.
-  blocked = true;
-  n_items = 0;
-  for (const SeqAttention& s : seqs) n_items += per_query * blocks_of(s);
+  const auto count_items = [&] {
+    int64_t n = 0;
+    for (const SeqAttention& s : seqs) n += per_query * blocks_of(s);
+    return n;
+  };
+  queries_per_item = kQueriesPerItem;
+  n_items = count_items();
+  while (queries_per_item > 1 && n_items < kMinBlockedItemsPerThread * n_threads) {
+    queries_per_item /= 2;
+    n_items = count_items();
+  }
   const int64_t cost_per_item =
       work / n_items * std::min(group, cpu::kMaxGroup) * (int64_t{p.head_dim_k} + p.head_dim_v);
   for_rows(n_items, cost_per_item, [&](int64_t i0, int64_t i1) {

@@ -31,8 +31,8 @@ constexpr int64_t kSplitBelowItemsPerThread = 2;
 // an item share that work more widely. Kernels bench, 512 queries at a 2,048-token context, one
 // thread, 8 / 16 / 32 queries an item: default model 26.7-27.0 / 24.6-25.2 / 23.5-24.0 ms,
 // 1B shape 88.3-88.6 / 81.6-83.2 / 80.1-80.7 ms (32 is the most the kernel's stack states take
-// for their groups). A step with few queries halves it until the threads have
-// kMinBlockedItemsPerThread items each, or down to one query an item.
+// for their groups). With several threads, a step with few queries halves it until each
+// thread has kMinBlockedItemsPerThread items, or down to one query an item.
 constexpr int32_t kQueriesPerItem = 32;
 constexpr int64_t kMinBlockedItemsPerThread = 4;
 
@@ -215,7 +215,7 @@ void CpuOps::paged_attention(const Tensor& q, const PagedKVView& kv,
   };
   queries_per_item = kQueriesPerItem;
   n_items = count_items();
-  while (queries_per_item > 1 && n_items < kMinBlockedItemsPerThread * n_threads) {
+  while (n_threads > 1 && queries_per_item > 1 && n_items < kMinBlockedItemsPerThread * n_threads) {
     queries_per_item /= 2;
     n_items = count_items();
   }

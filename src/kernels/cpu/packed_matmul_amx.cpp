@@ -26,9 +26,11 @@
 
 #include "kernels/cpu/packed_matmul_amx.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "kernels/cpu/amx_tile_config.h"
@@ -220,7 +222,8 @@ template <typename T>
   constexpr size_t kAStride = kQK;  // bytes between tile A's rows
   alignas(64) int32_t sums0[kTileRows * kTileCols];
   alignas(64) int32_t sums1[kTileRows * kTileCols];
-  alignas(64) float mins[kTileRows * kTileCols] = {};  // Q4_1's min terms, row c at 16c
+  alignas(64) float mins[kTileRows * kTileCols];  // Q4_1's min terms, row c at 16c
+  if constexpr (T::kMins) std::fill(std::begin(mins), std::end(mins), 0.0f);
 #pragma GCC unroll 16
   for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_setzero_ps();
   multiply_block<0>(x[0].q, kAStride, wq);

@@ -280,6 +280,8 @@ Ceilings measure_ceilings(const CeilingOptions& opt) {
       {bf16, avx512::dot_bf16, "dot_bf16", &CeilingRow::dot_bf16},
       {amx, amx::dot_i8, "dot_i8_amx", &CeilingRow::dot_i8_amx},
       {amx, amx::dot_i8_k32, "dot_i8_amx_k32", &CeilingRow::dot_i8_amx_k32},
+      {vnni, avx512::dot_i8_blocks, "dot_i8_blocks_vnni", &CeilingRow::dot_i8_blocks_vnni},
+      {amx, amx::dot_i8_blocks, "dot_i8_blocks_amx", &CeilingRow::dot_i8_blocks_amx},
   };
   int64_t iters[std::size(loops)] = {};
   for (size_t i = 0; i < std::size(loops); ++i) {
@@ -327,6 +329,8 @@ constexpr Field kFields[] = {
     {"dot_bf16", &CeilingRow::dot_bf16},
     {"dot_i8_amx", &CeilingRow::dot_i8_amx},
     {"dot_i8_amx_k32", &CeilingRow::dot_i8_amx_k32},
+    {"dot_i8_blocks_vnni", &CeilingRow::dot_i8_blocks_vnni},
+    {"dot_i8_blocks_amx", &CeilingRow::dot_i8_blocks_amx},
 };
 
 }  // namespace
@@ -389,6 +393,12 @@ std::string ceilings_table(const Ceilings& c) {
     print("int8 tile, AMX tdpbssd, 64 deep", &CeilingRow::dot_i8_amx, "GOPS", "op/cycle");
     print("int8 tile, AMX tdpbssd, 32 deep", &CeilingRow::dot_i8_amx_k32, "GOPS", "op/cycle");
   }
+  if (!c.rows.empty() && c.rows.back().dot_i8_blocks_vnni > 0) {
+    print("int8 32-blocks scaled, VNNI", &CeilingRow::dot_i8_blocks_vnni, "GOPS", "op/cycle");
+  }
+  if (!c.rows.empty() && c.rows.back().dot_i8_blocks_amx > 0) {
+    print("int8 32-blocks scaled, AMX", &CeilingRow::dot_i8_blocks_amx, "GOPS", "op/cycle");
+  }
   if (!c.disturbed.empty()) {
     out << "* no trial ran undisturbed (the machine was busy): a lower bound only\n";
   }
@@ -434,9 +444,13 @@ Ceilings load_ceilings(const std::string& path) {
       CeilingRow r;
       r.threads = row.at("threads").get<int>();
       if (r.threads < 1) throw std::runtime_error("threads must be >= 1");
+      // Files written before read_bw_pass and the block ceilings lack them.
+      const auto optional = [](double CeilingRow::*field) {
+        return field == &CeilingRow::read_bw_pass || field == &CeilingRow::dot_i8_blocks_vnni ||
+               field == &CeilingRow::dot_i8_blocks_amx;
+      };
       for (const Field& f : kFields) {
-        r.*f.field = f.field == &CeilingRow::read_bw_pass ? row.value(f.name, 0.0)
-                                                          : row.at(f.name).get<double>();
+        r.*f.field = optional(f.field) ? row.value(f.name, 0.0) : row.at(f.name).get<double>();
       }
       c.rows.push_back(r);
     }

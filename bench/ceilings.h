@@ -14,6 +14,10 @@
 //   dot_i8_*     int8 ops/s of u8 x s8 dot products (a multiply-add is 2 ops): vpmaddubsw +
 //                vpmaddwd + vpaddd (AVX2), vpdpbusd (AVX512-VNNI)
 //   dot_bf16     FLOP/s of vdpbf16ps (AVX512-BF16)
+//   dot_i8_blocks_*  int8 ops/s of the same dot products in GGUF's 32-element blocks, each
+//                block's sums scaled in float as the quantized formats need (an int-to-float
+//                conversion, a multiply and an FMA per 16 results), operands in L1: the
+//                prefill matmul's own ceiling, with the vector units and with AMX tiles
 //
 // Each is the best of several short trials (a ceiling is what the machine reaches, not what
 // it usually does on a busy day), measured at each requested thread count with all threads
@@ -41,6 +45,11 @@ struct CeilingRow {
   double dot_bf16 = 0;
   double dot_i8_amx = 0;      // AMX tiles, 64 deep (the instruction's peak)
   double dot_i8_amx_k32 = 0;  // AMX tiles, 32 deep (one GGUF block a multiply)
+  // int8 dot products of GGUF 32-element blocks with each block's float scaling (the
+  // kernels' per-block arithmetic on operands in L1): what a Q4_0 / Q8_0 matmul can reach
+  // with the vector units (VNNI) and with the tiles (AMX).
+  double dot_i8_blocks_vnni = 0;
+  double dot_i8_blocks_amx = 0;
 
   // The best of the ISA variants of each.
   double fma_f32() const { return fma_f32_avx512 > fma_f32_avx2 ? fma_f32_avx512 : fma_f32_avx2; }

@@ -81,6 +81,49 @@ double dot_bf16_loop(int64_t iters) {
   return _mm512_reduce_add_ps(s);
 }
 
+// The arithmetic a GGUF 32-element block of int8 quants costs in the VNNI kernels, on operands in
+// L1: for each of 8 activation rows, 8 vpdpbusd (the block's 32 quants of 16 weight rows, four
+// activation quants broadcast from memory each), then its float steps, acc = fma(dw * dx,
+// float(isum), acc). The weights stay in registers (no unpacking, as Q8_0 needs none), so this is
+// what any 32-block format reaches at most with the vector units: the dot products' rate less
+// what the per-block scaling takes from the same pipes.
+constexpr int kBlocks = 16;    // activation blocks cycled through (2 KiB of quants, in L1)
+constexpr int kBlockRows = 8;  // activation rows a block, as the 16-lane tile of the kernel
+
+double dot_i8_blocks_loop(int64_t iters) {
+  alignas(64) static thread_local int8_t x[kBlocks][kBlockRows][32];
+  alignas(64) static thread_local float dx[kBlocks][kBlockRows];
+  for (int b = 0; b < kBlocks; ++b) {
+    for (int c = 0; c < kBlockRows; ++c) {
+      for (int e = 0; e < 32; ++e) x[b][c][e] = static_cast<int8_t>((b + c + e) % 7 - 3);
+      dx[b][c] = 1e-6f * static_cast<float>(b + c + 1);
+    }
+  }
+  __m512i q[8];
+  for (int s = 0; s < 8; ++s) q[s] = _mm512_set1_epi8(static_cast<char>(s + 1));
+  const __m512 dw = _mm512_set1_ps(0.5f);
+  __m512 acc[kBlockRows];
+  for (int c = 0; c < kBlockRows; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t it = 0; it < iters; ++it) {
+    const int b = static_cast<int>(it % kBlocks);
+#pragma GCC unroll 8
+    for (int c = 0; c < kBlockRows; ++c) {
+      __m512i p = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        asm("vpdpbusd %2%{1to16%}, %1, %0"
+            : "+v"(p)
+            : "v"(q[s]), "m"(*reinterpret_cast<const int32_t*>(&x[b][c][4 * s])));
+      }
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[b][c]));
+      acc[c] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[c]);
+    }
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kBlockRows; ++c) s = _mm512_add_ps(s, acc[c]);
+  return _mm512_reduce_add_ps(s);
+}
+
 }  // namespace
 
 uint64_t read_sum(const void* p, size_t bytes) {
@@ -114,6 +157,9 @@ PeakLoop fma_f32() {
 }
 PeakLoop dot_i8() {
   return {dot_i8_loop, kChains * 64 * 2.0};
+}
+PeakLoop dot_i8_blocks() {
+  return {dot_i8_blocks_loop, kBlockRows * 16 * 32 * 2.0};
 }
 PeakLoop dot_bf16() {
   return {dot_bf16_loop, kChains * 32 * 2.0};

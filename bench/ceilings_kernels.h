@@ -33,11 +33,17 @@ uint64_t read_sum(const void* p, size_t bytes);  // 512-bit loads
 PeakLoop fma_f32();                              // vfmadd231ps zmm: 16 lanes x 2 ops
 PeakLoop dot_i8();    // vpdpbusd zmm (AVX512-VNNI): 64 u8*s8 products, 128 ops
 PeakLoop dot_bf16();  // vdpbf16ps zmm (AVX512-BF16): 32 bf16 products, 64 ops
+// A 32-deep block of 16 weight rows against 8 activation rows with its float steps (the VNNI
+// kernel's per-block arithmetic, ceilings_avx512.cpp): 8,192 ops.
+PeakLoop dot_i8_blocks();
 }  // namespace avx512
 
 namespace amx {
 PeakLoop dot_i8();      // tdpbssd, 16 x 16 results of 64-deep s8 x s8 products: 32,768 ops
 PeakLoop dot_i8_k32();  // the same 32 deep, as a kernel of GGUF's 32-element blocks must use
+// Two 32-deep blocks of 16 x 16 with their sums stored and their float steps (the AMX
+// kernel's inner loop, ceilings_amx.cpp): 32,768 ops.
+PeakLoop dot_i8_blocks();
 }  // namespace amx
 
 }  // namespace tokamak::bench

@@ -16,7 +16,9 @@ Runs alternate A/B (the order flips every repeat) and the tables give medians, m
 the ratio tokamak / llama.cpp. After each offline repeat, `tokamak_ceilings` (next to the
 tokamak binary, in bench/, or --ceilings) measures the read bandwidth, and the decode floor
 account puts both engines' decode time beside the time to read a token's bytes at that
-bandwidth (see decode_floors). Everything lands in --out: per-run JSON, server logs,
+bandwidth (see decode_floors), and the prefill floor account puts both engines' prefill
+beside the time its arithmetic takes at the measured int8 rates (see prefill_floors).
+Everything lands in --out: per-run JSON, server logs,
 summary.md, samples.json and the HTML reports.
 """
 import argparse
@@ -134,6 +136,10 @@ def offline_tokamak(a, out_dir, rep):
     if "decode_weight_bytes" in d:
         fig["weight_bytes"] = d["decode_weight_bytes"]
         fig["kv_bytes_per_ctx_token"] = d["engine"]["kv_bytes_per_token"]
+    # And a prompt token's arithmetic (absent from builds before the prefill floor).
+    if "matmul_flops_per_token" in d:
+        fig["matmul_flops_per_token"] = d["matmul_flops_per_token"]
+        fig["attention_flops_per_pair"] = d["attention_flops_per_pair"]
     return fig
 
 
@@ -144,16 +150,16 @@ def ceilings_path(a):
     return path if os.access(path, os.X_OK) else None
 
 
-def measure_read_bandwidth(a, out_dir, rep, pass_bytes):
-    """The read ceilings at a.threads: the best burst (read_bw) and the median of passes over
-    a buffer of a decode token's bytes (read_bw_pass), in bytes/s."""
+def measure_ceilings(a, out_dir, rep, pass_bytes):
+    """tokamak_ceilings' row at a.threads: among others the best read burst (read_bw) and the
+    median of passes over a buffer of a decode token's bytes (read_bw_pass), in bytes/s, and
+    the int8 dot rates in ops/s."""
     path = os.path.join(out_dir, f"ceilings-r{rep}.json")
     mib = max(16, int(pass_bytes / (1 << 20)))
     run_checked([ceilings_path(a), "--threads", str(a.threads), "--dram-mib", str(mib),
                  "--json", path], path + ".log")
     with open(path) as f:
-        row = json.load(f)["rows"][0]
-    return row["read_bw"], row.get("read_bw_pass", 0.0)
+        return json.load(f)["rows"][0]
 
 
 def decode_token_bytes(a, fig):
@@ -172,9 +178,43 @@ def decode_floors(token_bytes, read_bw, read_bw_pass):
     return floors
 
 
+def prompt_flops_per_token(a, fig):
+    """A prompt token's arithmetic: the layer matmuls once, and attention over the causal
+    prompt's mean context, (prefill_len + 1) / 2 keys."""
+    return (fig["matmul_flops_per_token"]
+            + fig["attention_flops_per_pair"] * (a.prefill_len + 1) / 2)
+
+
+# The int8 ceilings a prefill floor is given against: the vector units' dot-product peak
+# (vpdpbusd, or AVX2's where there is no VNNI), the same products in 32-element blocks with
+# each block's float scaling (the quantized formats' own ceiling: the best of the VNNI and
+# AMX forms), and AMX's 32-deep tile peak. Absent ones (older tokamak_ceilings, no AMX) are
+# left out.
+PREFILL_CEILINGS = [("int8 dot", lambda r: max(r.get("dot_i8_vnni", 0), r.get("dot_i8_avx2", 0))),
+                    ("32-blocks scaled", lambda r: max(r.get("dot_i8_blocks_vnni", 0),
+                                                       r.get("dot_i8_blocks_amx", 0))),
+                    ("AMX 32 deep", lambda r: r.get("dot_i8_amx_k32", 0))]
+
+
+def prefill_floors(flops_per_token, row, prefill_tok_s):
+    """The prefill floor against each ceiling of PREFILL_CEILINGS that the row has: the
+    ceiling in GOPS, the floor in tokens/s, and each engine's prefill as a multiple of its
+    time (floor tokens/s / achieved)."""
+    entry = {"gflop_per_token": flops_per_token / 1e9, "ceilings": {}}
+    for name, rate in PREFILL_CEILINGS:
+        ops = rate(row)
+        if ops <= 0:
+            continue
+        floor = ops / flops_per_token
+        entry["ceilings"][name] = {"gops": ops / 1e9, "floor_tok_s": floor,
+                                   **{f"{n}_x": floor / t for n, t in prefill_tok_s.items()}}
+    return entry
+
+
 def run_offline(a, samples):
-    """The offline repeats; returns the decode floor account, one entry per repeat (empty
-    without tokamak_ceilings or a tokamak that reports its bytes per token)."""
+    """The offline repeats; returns the floor accounts, one entry per repeat with "decode"
+    and, where tokamak reports its arithmetic, "prefill" (empty without tokamak_ceilings or
+    a tokamak that reports its bytes per token)."""
     out_dir = os.path.join(a.out, "offline")
     os.makedirs(out_dir, exist_ok=True)
     row = f"batch 1, {a.threads} threads"
@@ -201,15 +241,23 @@ def run_offline(a, samples):
             continue
         token_bytes = decode_token_bytes(a, t)
         try:
-            bw, bw_pass = measure_read_bandwidth(a, out_dir, rep, token_bytes)
+            ceilings = measure_ceilings(a, out_dir, rep, token_bytes)
+            bw, bw_pass = ceilings["read_bw"], ceilings.get("read_bw_pass", 0.0)
         except (RuntimeError, OSError, KeyError, ValueError) as e:
             # A side measurement: the comparison itself goes on without it.
-            log(f"offline r{rep}: no read bandwidth, no floor for this repeat ({e})")
+            log(f"offline r{rep}: no ceilings, no floor for this repeat ({e})")
             continue
-        entry = decode_floors(token_bytes, bw, bw_pass)
+        decode = decode_floors(token_bytes, bw, bw_pass)
         for name in stats.SERVERS:
-            entry[f"{name}_ms"] = 1000 / figs[name]["decode_tok_s"]
-        log(f"offline r{rep} floors: " + ", ".join(f"{k} {v:.1f}" for k, v in entry.items()))
+            decode[f"{name}_ms"] = 1000 / figs[name]["decode_tok_s"]
+        log(f"offline r{rep} decode floors: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in decode.items()))
+        entry = {"decode": decode}
+        if "matmul_flops_per_token" in t:
+            entry["prefill"] = prefill_floors(
+                prompt_flops_per_token(a, t), ceilings,
+                {name: figs[name]["prefill_tok_s"] for name in stats.SERVERS})
+            log(f"offline r{rep} prefill floors: {json.dumps(entry['prefill'])}")
         floors.append(entry)
     return floors
 
@@ -220,7 +268,7 @@ def floor_table(floors):
     out = ["| repeat | MB a token | read GB/s: best burst / median pass | floor ms: burst / "
            "pass | tokamak ms | x burst floor | x pass floor | llama.cpp ms | x burst floor | "
            "x pass floor |", "|---" * 10 + "|"]
-    for i, f in enumerate(floors):
+    for i, f in enumerate(e["decode"] for e in floors):
         cells = [str(i), f"{f['token_mb']:.1f}",
                  f"{f['read_bw_gb_s']:.1f} / {f['read_bw_pass_gb_s']:.1f}",
                  f"{f['floor_ms']:.1f} / {f.get('floor_pass_ms', float('nan')):.1f}"]
@@ -229,6 +277,23 @@ def floor_table(floors):
             cells += [f"{ms:.1f}", f"**{ms / f['floor_ms']:.2f}**",
                       f"{ms / f['floor_pass_ms']:.2f}" if "floor_pass_ms" in f else "-"]
         out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def prefill_floor_table(floors):
+    """Markdown: per repeat and ceiling, the ceiling measured after the repeat, the prefill
+    floor at it, and each engine's prefill time as a multiple of that floor."""
+    out = ["| repeat | GFLOP a token | ceiling | GOPS | floor tok/s | "
+           + " | ".join(f"{n} x floor" for n in stats.SERVERS) + " |",
+           "|---" * (5 + len(stats.SERVERS)) + "|"]
+    for i, e in enumerate(floors):
+        p = e.get("prefill")
+        if p is None:
+            continue
+        for name, c in p["ceilings"].items():
+            out.append(f"| {i} | {p['gflop_per_token']:.3f} | {name} | {c['gops']:.1f} | "
+                       f"{c['floor_tok_s']:.1f} | "
+                       + " | ".join(f"**{c[n + '_x']:.2f}**" for n in stats.SERVERS) + " |")
     return "\n".join(out)
 
 
@@ -485,6 +550,15 @@ def main():
                   f"`tokamak_ceilings --threads {a.threads}` after each repeat: the best short "
                   "burst, and the median of one-pass reads of a buffer of those bytes (what a "
                   "decode step, one pass over them, can expect).", "", floor_table(floors), ""]
+        if any("prefill" in e for e in floors):
+            lines += ["## Prefill floor (a prompt token's arithmetic at the measured int8 rates)",
+                      "", "The layer matmuls once and attention over the causal prompt's mean "
+                      f"context, ({a.prefill_len} + 1) / 2 keys (`tokamak bench throughput`'s "
+                      "prefill FLOPs), against `tokamak_ceilings`' int8 rates after each "
+                      "repeat: the dot-product peak, the same in 32-element blocks with each "
+                      "block's float scaling (the quantized formats' own ceiling, the best of "
+                      "its VNNI and AMX forms), and AMX's 32-deep tile peak.", "",
+                      prefill_floor_table(floors), ""]
     for section in ("batch-1", "sweep", "prefix-shared"):
         if any(s == section for s, _ in samples.rows):
             lines += [f"## Serving: {section}", "",

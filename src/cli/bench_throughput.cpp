@@ -198,6 +198,11 @@ void run_throughput_bench(const ThroughputConfig& c) {
        fmt::format("{:.1f} MB of weights + {:.0f} B of KV per token of context",
                    static_cast<double>(loaded.model->decode_weight_bytes()) / 1e6,
                    engine.core().kv_cache().bytes_per_token())},
+      // And a prefill floor, from its arithmetic.
+      {"prefill FLOPs",
+       fmt::format("{:.1f} MFLOP per token of matmuls + {:.0f} FLOP per (query, key) pair",
+                   static_cast<double>(loaded.model->matmul_flops_per_token()) / 1e6,
+                   static_cast<double>(loaded.model->attention_flops_per_pair()))},
   };
   std::printf("\n== tokamak bench throughput ==\n%s\n%s\n%s",
               format_table(summary, Align::Left).c_str(), format_table(latency).c_str(),
@@ -250,6 +255,8 @@ void run_throughput_bench(const ThroughputConfig& c) {
       {"engine_steps", stats.steps},
       {"peak_resident_bytes", peak_rss ? nlohmann::json(*peak_rss) : nullptr},
       {"decode_weight_bytes", loaded.model->decode_weight_bytes()},
+      {"matmul_flops_per_token", loaded.model->matmul_flops_per_token()},
+      {"attention_flops_per_pair", loaded.model->attention_flops_per_pair()},
   };
   write_json(c.json_path, doc);
   std::fprintf(stderr, "[bench] wrote %s\n", c.json_path.c_str());

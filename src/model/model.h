@@ -56,6 +56,14 @@ class Model {
   // (docs/BENCHMARKS.md).
   virtual int64_t decode_weight_bytes() const = 0;
 
+  // Arithmetic of a token, the numerator of a prefill floor (docs/BENCHMARKS.md), a multiply-add
+  // counting as two operations: every layer's matmuls once (the output head, which a prefill
+  // runs for its last token only, left out), and per (query, key) pair of attention, the
+  // scores' and the values' products of every head of every layer. A prompt of n tokens
+  // costs n * matmul_flops_per_token() + n (n + 1) / 2 * attention_flops_per_pair().
+  virtual int64_t matmul_flops_per_token() const = 0;
+  virtual int64_t attention_flops_per_pair() const = 0;
+
   // The shape of a paged KV cache for this model (PagedKVCache is built by the engine, sized
   // from its memory budget).
   virtual KVCacheShape kv_shape(int32_t block_size) const = 0;

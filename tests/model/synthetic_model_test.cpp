@@ -145,6 +145,33 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
   }
 }
 
+// A token's matmul arithmetic is two operations for every element of every layer matrix (the
+// blk.* tensors of rank 2), whatever form the backend computes with; attention's is two per
+// head dimension of the scores and of the values, per head and layer, for each (query, key).
+TEST(SyntheticModelTest, FlopCountsFollowTheLayerMatrices) {
+  for (const bool gqa : {false, true}) {
+    SyntheticModelSpec s;
+    s.weight_dtype = DType::Q8_0;
+    s.n_head_kv = gqa ? 2 : 4;
+    test::TempFile tmp("flops");
+    const auto file = test::write_and_open(make_synthetic_model(s), tmp);
+    int64_t matrix_elements = 0;
+    for (const gguf::TensorInfo& t : file->tensors()) {
+      if (t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2) matrix_elements += t.n_elements();
+    }
+    ASSERT_GT(matrix_elements, 0);
+    for (const bool repack : {true, false}) {
+      ModelOptions opts = test::options(2, 8);
+      opts.repack_weights = repack;
+      const auto model = Model::load(file, opts);
+      EXPECT_EQ(model->matmul_flops_per_token(), 2 * matrix_elements);
+      const int64_t head_dim = s.n_embd / s.n_head;
+      EXPECT_EQ(model->attention_flops_per_pair(),
+                int64_t{s.n_layer} * s.n_head * 2 * (head_dim + head_dim));
+    }
+  }
+}
+
 // The repacked layout gives the same bits on every level that has it (the AVX2, AVX-512 and
 // AMX kernels share the reference's arithmetic), stays within rounding of GGUF's layout, and
 // TOKAMAK_REPACK=0 selects GGUF's layout as ModelOptions::repack_weights does. A prompt of 53

@@ -87,6 +87,16 @@ class LlamaModel final : public Model {
     return sum;
   }
 
+  int64_t matmul_flops_per_token() const override {
+    const int64_t embd = hp_.n_embd;
+    const int64_t per_layer = embd * (hp_.q_dim() + hp_.k_dim() + hp_.v_dim()) +
+                              int64_t{hp_.attn_out_dim()} * embd + 3 * embd * hp_.n_ff;
+    return 2 * per_layer * hp_.n_layer;
+  }
+  int64_t attention_flops_per_pair() const override {
+    return 2 * int64_t{hp_.n_layer} * hp_.n_head * (hp_.head_dim_k + hp_.head_dim_v);
+  }
+
   void forward(const Batch& batch, KVCache& kv, std::span<float> logits) override;
   void forward(const RaggedBatch& batch, PagedKVCache& kv, std::span<float> logits) override;
   void shift_kv_positions(PagedKVCache& kv, std::span<const int32_t> blocks, int32_t first_row,

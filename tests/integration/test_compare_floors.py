@@ -1,0 +1,53 @@
+"""The floor arithmetic of bench/compare/run_compare.py: the prefill floor against each int8
+ceiling, and the tables both floor accounts print. No server: these are the numbers a
+comparison reports, checked against hand-computed ones."""
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "compare"))
+import run_compare  # noqa: E402
+
+ARGS = types.SimpleNamespace(prefill_len=511, decode_len=128)
+FIG = {"matmul_flops_per_token": 200e6, "attention_flops_per_pair": 40_000}
+
+
+def test_a_prompt_token_counts_attention_at_the_mean_causal_context():
+    # 511 prompt tokens attend to 1..511 keys: a mean of 256.
+    assert run_compare.prompt_flops_per_token(ARGS, FIG) == 200e6 + 40_000 * 256
+
+
+def test_prefill_floors_against_each_ceiling_the_row_has():
+    flops = 250e6
+    row = {"dot_i8_vnni": 1500e9, "dot_i8_avx2": 400e9, "dot_i8_blocks_vnni": 800e9,
+           "dot_i8_blocks_amx": 1400e9, "dot_i8_amx_k32": 5000e9}
+    p = run_compare.prefill_floors(flops, row, {"tokamak": 3000.0, "llama.cpp": 500.0})
+    assert p["gflop_per_token"] == 0.25
+    assert list(p["ceilings"]) == ["int8 dot", "32-blocks scaled", "AMX 32 deep"]
+    dot = p["ceilings"]["int8 dot"]
+    assert dot["gops"] == 1500 and dot["floor_tok_s"] == 6000
+    assert dot["tokamak_x"] == 2.0 and dot["llama.cpp_x"] == 12.0
+    # The blocks' ceiling is the better of the two forms.
+    assert p["ceilings"]["32-blocks scaled"]["floor_tok_s"] == 5600
+    assert p["ceilings"]["AMX 32 deep"]["tokamak_x"] == 20000 / 3000
+
+
+def test_ceilings_a_machine_lacks_are_left_out():
+    # An AVX2-only machine, or a ceilings file from before the block ceilings.
+    p = run_compare.prefill_floors(1e9, {"dot_i8_avx2": 400e9, "dot_i8_vnni": 0.0},
+                                   {"tokamak": 100.0, "llama.cpp": 50.0})
+    assert list(p["ceilings"]) == ["int8 dot"]
+    assert p["ceilings"]["int8 dot"]["floor_tok_s"] == 400
+
+
+def test_tables_list_every_repeat_and_skip_repeats_without_a_prefill_account():
+    decode = {"token_mb": 110.0, "read_bw_gb_s": 33.0, "read_bw_pass_gb_s": 30.0,
+              "floor_ms": 3.3, "floor_pass_ms": 3.6, "tokamak_ms": 4.6, "llama.cpp_ms": 20.0}
+    prefill = run_compare.prefill_floors(230e6, {"dot_i8_vnni": 1600e9},
+                                         {"tokamak": 2000.0, "llama.cpp": 300.0})
+    floors = [{"decode": decode, "prefill": prefill}, {"decode": decode}]
+    decode_rows = run_compare.floor_table(floors).splitlines()[2:]
+    assert len(decode_rows) == 2 and "**1.39**" in decode_rows[0]
+    prefill_rows = run_compare.prefill_floor_table(floors).splitlines()[2:]
+    assert len(prefill_rows) == 1
+    assert "| 0 | 0.230 | int8 dot | 1600.0 | 6956.5 | **3.48** | **23.19** |" == prefill_rows[0]

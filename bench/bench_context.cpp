@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -83,6 +84,9 @@ void set_counters(benchmark::State& state, const BenchContext& ctx, const OnCpu&
   if (arith == Arith::DotI8) {
     name = "of_dot";
     peak = c.dot_i8();
+    // Against the quantized formats' own ceiling too (ceilings.h): a 32-block kernel's bound.
+    const double blocks = std::max(c.dot_i8_blocks_vnni, c.dot_i8_blocks_amx);
+    if (blocks > 0) state.counters["of_blk"] = rate(flops / blocks);
   } else if (arith == Arith::DotBf16 && c.dot_bf16 > 0) {
     name = "of_bfdot";
     peak = c.dot_bf16;

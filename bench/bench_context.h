@@ -9,6 +9,8 @@
 //   of_l2bw   the same over the L2 read ceiling for operands that live in cache
 //   of_fma | of_dot | of_bfdot   flops over the ceiling of the kernel's arithmetic: fp32 FMA,
 //             int8 dot or bf16 dot
+//   of_blk    int8 kernels also over the 32-blocks scaled ceiling, the best of its VNNI and AMX
+//             forms (ceilings.h): what a quantized matmul can reach at all on this CPU
 //   on_cpu    the process's CPU time over threads x wall time of the timed loop: below ~0.9
 //             other work took the cores and the figures understate the kernel
 //   par       the process's CPU time over the calling thread's: how many threads shared the

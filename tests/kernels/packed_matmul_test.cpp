@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -91,6 +92,22 @@ std::vector<uint8_t> pack_all(DType base, const std::vector<uint8_t>& w, int64_t
   pack_groups(base, w.data(), row_bytes(base, k), n, k, 0, (n + kPackRows - 1) / kPackRows,
               p.data());
   return p;
+}
+
+// n rows of random weights packed for `epilogue`: a gated pair's gate and up rows
+// interleaved (pack_gated_pairs) for SiluMul, plain groups otherwise.
+std::vector<uint8_t> packed_for(PackedEpilogue epilogue, DType base, int64_t n, int64_t blocks,
+                                std::mt19937_64& rng) {
+  const int64_t k = blocks * kQK;
+  if (epilogue != PackedEpilogue::SiluMul) {
+    return pack_all(base, random_weights(base, n, blocks, rng), n, k);
+  }
+  const auto gate = random_weights(base, n, blocks, rng);
+  const auto up = random_weights(base, n, blocks, rng);
+  std::vector<uint8_t> w(2 * packed_bytes(base, n, k));
+  pack_gated_pairs(base, gate.data(), up.data(), row_bytes(base, k), n, k, 0,
+                   (n + kPackRows - 1) / kPackRows, w.data());
+  return w;
 }
 
 TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
@@ -242,18 +259,8 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
                                 static_cast<uint64_t>(base) * 7 +
                                 static_cast<uint64_t>(epilogue));
             const int64_t k = blocks * kQK;
-            const bool gated = epilogue == PackedEpilogue::SiluMul;
             const int64_t groups = (n + kPackRows - 1) / kPackRows;
-            std::vector<uint8_t> w;
-            if (gated) {
-              const auto gate = random_weights(base, n, blocks, rng);
-              const auto up = random_weights(base, n, blocks, rng);
-              w.resize(2 * packed_bytes(base, n, k));
-              pack_gated_pairs(base, gate.data(), up.data(), row_bytes(base, k), n, k, 0, groups,
-                               w.data());
-            } else {
-              w = pack_all(base, random_weights(base, n, blocks, rng), n, k);
-            }
+            const auto w = packed_for(epilogue, base, n, blocks, rng);
             const int64_t max_m = 53;
             const size_t xs = row_bytes(activation_dtype(packed_dtype(base)), k);
             const auto x = random_activations(base, max_m, blocks, xs, rng);
@@ -279,6 +286,55 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
                     << " m=" << m << " g0=" << g0;
               }
             }
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no kernel level of this CPU packs weights";
+}
+
+// Rows long enough that AMX's activation tiles of all the rows outgrow its L2 budget run in
+// passes over k, each over every pair, the accumulators and Q4_1's min terms saved between
+// them (packed_matmul_amx.cpp): still every output's blocks in order, so the reference's bits,
+// in every epilogue and for a thread's share that starts at a later group. Levels without the
+// tiles run these shapes too.
+TEST(PackedMatmulTest, LongRowsInPassesEqualTheReferenceBitwise) {
+  const SiluMulFn silu_mul = scalar_kernel_table().silu_mul;
+  int tested = 0;
+  for (const auto& nt : test::simd_tables()) {
+    for (DType base : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+      const DType packed = packed_dtype(base);
+      const PackedMatmulFn kernel = packed_matmul_kernel(*nt.table, packed);
+      if (kernel == nullptr) continue;
+      ++tested;
+      // 3 tiles (48 rows) of 1,101 blocks: 2.0 MiB of tiles, three passes of an odd number of
+      // blocks; 4 tiles (67 rows, 3 left to the VNNI kernel) of 651: 1.6 MiB, two passes.
+      for (const auto& [m, blocks] : {std::pair<int64_t, int64_t>{48, 1101}, {67, 651}}) {
+        for (PackedEpilogue epilogue :
+             {PackedEpilogue::Store, PackedEpilogue::Add, PackedEpilogue::SiluMul}) {
+          const int64_t n = 13, k = blocks * kQK;
+          std::mt19937_64 rng(static_cast<uint64_t>(blocks) * 31 + static_cast<uint64_t>(base) +
+                              static_cast<uint64_t>(epilogue) * 7);
+          const int64_t groups = (n + kPackRows - 1) / kPackRows;
+          const auto w = packed_for(epilogue, base, n, blocks, rng);
+          const size_t xs = row_bytes(activation_dtype(packed), k);
+          const auto x = random_activations(base, m, blocks, xs, rng);
+          const int64_t y_stride = n + 3;
+          for (int64_t g0 : {int64_t{0}, int64_t{1}}) {
+            std::vector<float> got(static_cast<size_t>(m * y_stride));
+            for (float& v : got) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
+            std::vector<float> want = got;
+            PackedMatmulArgs args{w.data(), n,      k,          x.data(), xs, m,
+                                  g0,       groups, got.data(), y_stride, 0};
+            args.epilogue = epilogue;
+            args.silu_mul = silu_mul;
+            kernel(args);
+            args.y = want.data();
+            packed_matmul_reference(packed, args);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                << nt.name << " " << dtype_name(packed) << " epilogue "
+                << static_cast<int>(epilogue) << " m=" << m << " blocks=" << blocks << " g0=" << g0;
           }
         }
       }

@@ -21,6 +21,10 @@
 // on the cores measured (tilestored beside the float steps costs about their sum), which
 // bounds the gain over the VNNI kernel at ~1.5x (docs/BENCHMARKS.md, the AMX section).
 //
+// When the activation tiles of all the rows outgrow L2 (long rows of many tokens: the 1B
+// shape's ffn_down at 512 rows), k is taken in passes, each over every pair, with each output's
+// accumulators saved between them (blocks_per_pass).
+//
 // Calls of fewer than kMinTiledRows activation rows (a decode step, small batches) and the
 // last m % 16 rows of the others run on the AVX-512 VNNI kernels, whose bits these are.
 
@@ -33,6 +37,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/kernel_table.h"
@@ -214,18 +219,27 @@ template <bool kMins>
   }
 }
 
-// One activation tile (its nb blocks) against a pair: acc[c] gets the tile's row c's 16 results.
+// Blocks [0, nb) of one activation tile against a pair's blocks: acc[c] += the tile's row c's
+// 16 products of each block in block order (the caller starts acc at zero or at a previous
+// pass's sums). With kMins the min terms likewise, from mins_in (null: zeros), row c at 16c;
+// at the end they go to mins_out, or with `last` into acc. They are summed in a local
+// array: through a pointer the compiler could not tell them from the scales, and reloaded
+// those after every store (smol Q4_1 m = 128 matmuls 10-25% slower).
 template <typename T>
 [[gnu::always_inline]] inline void tile_rows(const ActTileBlock* x, int64_t nb, const int8_t* wq,
-                                             const float* wd, const float* wm,
-                                             __m512 (&acc)[kTileRows]) {
+                                             const float* wd, const float* wm, const float* mins_in,
+                                             float* mins_out, bool last, __m512 (&acc)[kTileRows]) {
   constexpr size_t kAStride = kQK;  // bytes between tile A's rows
   alignas(64) int32_t sums0[kTileRows * kTileCols];
   alignas(64) int32_t sums1[kTileRows * kTileCols];
   alignas(64) float mins[kTileRows * kTileCols];  // Q4_1's min terms, row c at 16c
-  if constexpr (T::kMins) std::fill(std::begin(mins), std::end(mins), 0.0f);
-#pragma GCC unroll 16
-  for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_setzero_ps();
+  if constexpr (T::kMins) {
+    if (mins_in != nullptr) {
+      std::memcpy(mins, mins_in, sizeof mins);
+    } else {
+      std::fill(std::begin(mins), std::end(mins), 0.0f);
+    }
+  }
   multiply_block<0>(x[0].q, kAStride, wq);
   for (int64_t i = 0; i < nb; i += 2) {
     const bool odd_next = i + 1 < nb;
@@ -240,11 +254,33 @@ template <typename T>
     }
   }
   if constexpr (T::kMins) {
+    if (last) {
 #pragma GCC unroll 16
-    for (int c = 0; c < kTileRows; ++c) {
-      acc[c] = _mm512_add_ps(acc[c], _mm512_load_ps(mins + c * kTileCols));
+      for (int c = 0; c < kTileRows; ++c) {
+        acc[c] = _mm512_add_ps(acc[c], _mm512_load_ps(mins + c * kTileCols));
+      }
+    } else {
+      std::memcpy(mins_out, mins, sizeof mins);
     }
   }
+}
+
+// Blocks of k a pass (packed_matmul below): all of them, unless the activation tiles of all the
+// rows outgrow L2 (2 MiB a core on the AMX cores). Every pair reads every tile, so past L2 the
+// tiles came from L3 for each pair: the 1B shape's ffn_down (k = 8,192, 5 MiB of tiles at 512
+// rows) took 21.0-23.0 ms on two threads, 17.3 ms in passes (Q4_0; Q4_1 24.7-28.2 -> 22.1-22.7).
+// Passes over k, each over every pair, keep one pass's tiles in L2 for all the pairs. They cost
+// their shorter runs and the saved accumulators, which the tiles of 1-1.3 MiB that still fit
+// (k = 2,048 at 512 rows) did not repay: 16.1-17.5 -> 18.9-19.2 ms with passes of 0.75 MiB.
+constexpr int64_t kMaxActivationBytes = int64_t{3} << 19;  // 1.5 MiB
+constexpr int64_t kPassActivationBytes = int64_t{1} << 20;
+
+int64_t blocks_per_pass(int64_t n_tiles, int64_t nb) {
+  const int64_t block_bytes = n_tiles * static_cast<int64_t>(sizeof(ActTileBlock));
+  if (nb * block_bytes <= kMaxActivationBytes) return nb;
+  const int64_t fit = std::max<int64_t>(16, kPassActivationBytes / block_bytes);
+  const int64_t passes = (nb + fit - 1) / fit;
+  return (nb + passes - 1) / passes;
 }
 
 template <typename T>
@@ -280,11 +316,26 @@ void packed_matmul(const PackedMatmulArgs& a) {
 
   // Two pair buffers: the next pair is unpacked before the current one is multiplied, so the
   // tile loads never wait for the vector stores that wrote their weights to drain.
+  // k in passes (blocks_per_pass), each over every pair of the call; between passes each
+  // (pair, tile)'s accumulators (and Q4_1's min terms) wait in `partial`, so every output still
+  // sums its blocks in order: the same bits as one pass.
+  const int64_t pass_blocks = blocks_per_pass(n_tiles, nb);
+  const bool passes = pass_blocks < nb;
+  constexpr int64_t kTileFloats = kTileRows * kTileCols;
+  thread_local AlignedBuffer<float> partial;
+  thread_local AlignedBuffer<float> partial_mins;
+  if (passes) {
+    // At most one pair per group of the share: a bound on the pairs below.
+    const auto floats = static_cast<size_t>((a.g1 - a.g0) * n_tiles * kTileFloats);
+    if (partial.size() < floats) partial = AlignedBuffer<float>(floats);
+    if (T::kMins && partial_mins.size() < floats) partial_mins = AlignedBuffer<float>(floats);
+  }
+
   thread_local PairBuffer pairs[2];
   for (PairBuffer& p : pairs) {
-    p.quants.resize(static_cast<size_t>(nb * kBlockTileBytes));
-    p.d.resize(static_cast<size_t>(nb * kTileCols));
-    if (T::kMins) p.m.resize(static_cast<size_t>(nb * kTileCols));
+    p.quants.resize(static_cast<size_t>(pass_blocks * kBlockTileBytes));
+    p.d.resize(static_cast<size_t>(pass_blocks * kTileCols));
+    if (T::kMins) p.m.resize(static_cast<size_t>(pass_blocks * kTileCols));
   }
 
   const bool gated = a.epilogue == PackedEpilogue::SiluMul;
@@ -314,42 +365,78 @@ void packed_matmul(const PackedMatmulArgs& a) {
   // A gated pair is its gate group then its up group; otherwise two neighbouring groups, or
   // the last one of an odd share alone.
   const auto pair_from = [&](int64_t g) { return gated || g + 1 < a.g1; };
-  const auto unpack = [&](int64_t g, PairBuffer& into) {
-    const W* wa = w + g * group_blocks;
-    unpack_pair<T>(wa, pair_from(g) ? wa + nb : nullptr, nb, into);
-  };
   const auto after = [&](int64_t g) { return g + (gated ? 1 : (pair_from(g) ? 2 : 1)); };
-  int current = 0;
-  unpack(a.g0, pairs[current]);
-  for (int64_t g = a.g0; g < a.g1;) {
-    const bool two = pair_from(g);
-    const int64_t next = after(g);
-    if (next < a.g1) unpack(next, pairs[current ^ 1]);
-    const int8_t* const wq = pairs[current].quants.data();
-    const float* const wd = pairs[current].d.data();
-    const float* const wm = pairs[current].m.data();
-    const int64_t j0 = g * kPackRows;
-    const int64_t cols = gated ? kPackRows : (two ? 2 * kPackRows : kPackRows);
-    const int64_t rows = a.n - j0 < cols ? a.n - j0 : cols;
-    float* const y0 = a.y + (j0 - a.y_origin);
-    for (int64_t t = 0; t < n_tiles; ++t) {
-      __m512 acc[kTileRows];
-      tile_rows<T>(tiles + t * nb, nb, wq, wd, wm, acc);
-      // Out of registers first: indexed in a loop below, acc would be kept in memory throughout.
-      alignas(64) float out[kTileRows][kTileCols];
+  // One pass over every pair: blocks [i0, i0 + count). Without passes (kPasses false, the one
+  // pass is all of k) nothing is saved; spelled as its own instance, the accumulators stay
+  // where they were before passes existed (a shared instance ran smol Q4_1 m = 128 matmuls
+  // 10-15% slower).
+  const auto run_pass = [&]<bool kPasses>(int64_t i0, int64_t count) {
+    const bool first = !kPasses || i0 == 0;
+    const bool last = !kPasses || i0 + count == nb;
+    // Blocks [i0, i0 + count) of group g's pair.
+    const auto unpack = [&](int64_t g, PairBuffer& into) {
+      const W* wa = w + g * group_blocks + i0;
+      unpack_pair<T>(wa, pair_from(g) ? wa + nb : nullptr, count, into);
+    };
+    int current = 0;
+    unpack(a.g0, pairs[current]);
+    int64_t pair = 0;
+    for (int64_t g = a.g0; g < a.g1; ++pair) {
+      const bool two = pair_from(g);
+      const int64_t next = after(g);
+      if (next < a.g1) unpack(next, pairs[current ^ 1]);
+      const int8_t* const wq = pairs[current].quants.data();
+      const float* const wd = pairs[current].d.data();
+      const float* const wm = pairs[current].m.data();
+      const int64_t j0 = g * kPackRows;
+      const int64_t cols = gated ? kPackRows : (two ? 2 * kPackRows : kPackRows);
+      const int64_t rows = a.n - j0 < cols ? a.n - j0 : cols;
+      float* const y0 = a.y + (j0 - a.y_origin);
+      for (int64_t t = 0; t < n_tiles; ++t) {
+        // This (pair, tile)'s accumulators between passes, row c at 16c, and its min terms.
+        const size_t slot = static_cast<size_t>((pair * n_tiles + t) * kTileFloats);
+        float* const saved = kPasses ? partial.data() + slot : nullptr;
+        float* const saved_mins = kPasses && T::kMins ? partial_mins.data() + slot : nullptr;
+        __m512 acc[kTileRows];
+        if (first) {
 #pragma GCC unroll 16
-      for (int c = 0; c < kTileRows; ++c) _mm512_store_ps(out[c], acc[c]);
-      for (int c = 0; c < kTileRows; ++c) {
-        float* dst = y0 + (t * kTileRows + c) * a.y_stride;
-        if (gated) {
-          silu_mul_store(_mm512_load_ps(out[c]), dst, rows);
+          for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_setzero_ps();
         } else {
-          store(dst, _mm512_load_ps(out[c]), rows);
+#pragma GCC unroll 16
+          for (int c = 0; c < kTileRows; ++c) acc[c] = _mm512_load_ps(saved + c * kTileCols);
+        }
+        tile_rows<T>(tiles + t * nb + i0, count, wq, wd, wm, first ? nullptr : saved_mins,
+                     saved_mins, last, acc);
+        if (!last) {
+          // (tile_rows saved the min terms.)
+#pragma GCC unroll 16
+          for (int c = 0; c < kTileRows; ++c) _mm512_store_ps(saved + c * kTileCols, acc[c]);
+          continue;
+        }
+        // Out of registers first: indexed in a loop below, acc would be kept in memory
+        // throughout.
+        alignas(64) float out[kTileRows][kTileCols];
+#pragma GCC unroll 16
+        for (int c = 0; c < kTileRows; ++c) _mm512_store_ps(out[c], acc[c]);
+        for (int c = 0; c < kTileRows; ++c) {
+          float* dst = y0 + (t * kTileRows + c) * a.y_stride;
+          if (gated) {
+            silu_mul_store(_mm512_load_ps(out[c]), dst, rows);
+          } else {
+            store(dst, _mm512_load_ps(out[c]), rows);
+          }
         }
       }
+      g = next;
+      current ^= 1;
     }
-    g = next;
-    current ^= 1;
+  };
+  if (!passes) {
+    run_pass.template operator()<false>(0, nb);
+  } else {
+    for (int64_t i0 = 0; i0 < nb; i0 += pass_blocks) {
+      run_pass.template operator()<true>(i0, std::min(pass_blocks, nb - i0));
+    }
   }
   _tile_release();
 }

@@ -194,7 +194,7 @@ void run_interference_bench(const InterferenceConfig& c) {
   off.max_batched_tokens = std::max(base.max_batched_tokens, c.long_input_len + c.background);
 
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
-  LoadedModel loaded = load_model(model_path, c.threads, 0, off.max_batched_tokens);
+  LoadedModel loaded = load_model(model_path, c.threads, c.affinity, 0, off.max_batched_tokens);
   tag_model(on, *loaded.file);
   tag_model(off, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;

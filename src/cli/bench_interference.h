@@ -20,6 +20,7 @@ namespace tokamak::cli {
 struct InterferenceConfig {
   std::string model;  // empty = the default model
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   int32_t background = 8;
   int32_t background_input_len = 128;
   int32_t background_output_len = 256;

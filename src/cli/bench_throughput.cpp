@@ -100,8 +100,8 @@ void run_throughput_bench(const ThroughputConfig& c) {
   EngineOptions opts = c.engine.engine_options();
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
   OpProfile profile;
-  LoadedModel loaded =
-      load_model(model_path, c.threads, 0, opts.max_batched_tokens, c.profile ? &profile : nullptr);
+  LoadedModel loaded = load_model(model_path, c.threads, c.affinity, 0, opts.max_batched_tokens,
+                                  c.profile ? &profile : nullptr);
   tag_model(opts, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
 

@@ -14,6 +14,7 @@ namespace tokamak::cli {
 struct ThroughputConfig {
   std::string model;  // empty = the default model
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   // Requests; nullopt = 32, or one per line of prompts_file.
   std::optional<int32_t> num_prompts;
   std::optional<int32_t> input_len;    // random prompts' tokens, BOS included; nullopt = 128

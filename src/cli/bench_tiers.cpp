@@ -68,7 +68,7 @@ void run_tiers_bench(const TiersBenchConfig& c) {
   opts.max_batched_tokens = std::max(opts.max_batched_tokens, c.input_len);
 
   const std::string model_path = c.model.empty() ? default_model_path() : c.model;
-  LoadedModel loaded = load_model(model_path, c.threads, 0, opts.max_batched_tokens);
+  LoadedModel loaded = load_model(model_path, c.threads, c.affinity, 0, opts.max_batched_tokens);
   tag_model(opts, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
   EngineCore core(*loaded.model, tok, opts);

@@ -20,6 +20,7 @@ namespace tokamak::cli {
 struct TiersBenchConfig {
   std::string model;  // empty = the default model
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   int32_t input_len = 2000;
   int32_t repeats = 3;
   uint64_t seed = 0;

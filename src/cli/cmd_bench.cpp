@@ -16,23 +16,23 @@
 #include "cli/bench_throughput.h"
 #include "cli/bench_tiers.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "core/error.h"
 
 namespace tokamak::cli {
 namespace {
 
-void add_model_flags(CLI::App& cmd, std::string& model, int& threads) {
+void add_model_flags(CLI::App& cmd, std::string& model, int& threads, std::string& affinity) {
   cmd.add_option("-m,--model", model,
                  "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 model in models/)");
-  cmd.add_option("-t,--threads", threads, "kernel threads (0 = all cores)")
-      ->check(CLI::Range(0, 1024));
+  add_thread_flags(cmd, threads, affinity);
 }
 
 void add_throughput(CLI::App& bench) {
   auto c = std::make_shared<ThroughputConfig>();
   auto* cmd = bench.add_subcommand(
       "throughput", "requests of exact lengths through the engine: throughput and latencies");
-  add_model_flags(*cmd, c->model, c->threads);
+  add_model_flags(*cmd, c->model, c->threads, c->affinity);
   cmd->add_option("--num-prompts", c->num_prompts,
                   "requests to run (default 32, or one per line of --prompts-file)");
   cmd->add_option("--input-len", c->input_len,
@@ -62,7 +62,7 @@ void add_interference(CLI::App& bench) {
       "interference",
       "decoding requests' inter-token latency while a long prompt is admitted, chunked prefill "
       "on vs off");
-  add_model_flags(*cmd, c->model, c->threads);
+  add_model_flags(*cmd, c->model, c->threads, c->affinity);
   cmd->add_option("--background", c->background, "requests decoding when the long prompt comes")
       ->capture_default_str();
   cmd->add_option("--background-input-len", c->background_input_len,
@@ -85,7 +85,7 @@ void add_tiers(CLI::App& bench) {
       "tiers",
       "TTFT of a repeated long prompt: prefix cached in the pool, in host memory, on disk, "
       "and recomputed");
-  add_model_flags(*cmd, c->model, c->threads);
+  add_model_flags(*cmd, c->model, c->threads, c->affinity);
   cmd->add_option("--input-len", c->input_len, "prompt tokens, BOS included")
       ->capture_default_str();
   cmd->add_option("--repeats", c->repeats, "runs of each case (a new prompt each)")

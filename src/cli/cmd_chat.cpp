@@ -23,7 +23,7 @@ struct ChatOptions {
 };
 
 void chat(const ChatOptions& o) {
-  auto loaded = load_model(o.gen.model, o.gen.threads, o.gen.ctx_size);
+  auto loaded = load_model(o.gen.model, o.gen.threads, o.gen.affinity, o.gen.ctx_size);
   const SamplingParams params = o.gen.sampling_params(loaded.model->hparams().n_vocab);
   Conversation conv(*loaded.file, *loaded.tokenizer);
   if (!o.system.empty()) conv.add("system", o.system);

@@ -46,6 +46,7 @@ struct PerplexityFlags {
   std::string kv_dtype = "f16";
   int32_t kv_hot_window = 0;
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   std::string json_path;
   // Flags of one mode only, when given on the command line.
   bool ctx_given = false;
@@ -195,7 +196,7 @@ void run(const PerplexityFlags& f) {
   // A chunk is one forward: the model's buffers must hold it.
   const int32_t max_batch_tokens =
       plan.stream ? std::max(plan.opts.chunk, ModelOptions{}.max_batch_tokens) : 0;
-  const LoadedModel loaded = load_model(model_path, f.threads, 0, max_batch_tokens);
+  const LoadedModel loaded = load_model(model_path, f.threads, f.affinity, 0, max_batch_tokens);
 
   std::vector<int32_t> tokens =
       loaded.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
@@ -345,8 +346,7 @@ void add_perplexity_command(CLI::App& app) {
                   "with a quantized --kv-dtype: keep the newest N tokens (whole blocks) in f16 "
                   "too, as `serve --kv-hot-window` does")
       ->capture_default_str();
-  cmd->add_option("-t,--threads", f->threads, "kernel threads (0 = all cores)")
-      ->check(CLI::Range(0, 1024));
+  add_thread_flags(*cmd, f->threads, f->affinity);
   cmd->add_option("--json", f->json_path, "also write the results as JSON to this file");
   cmd->callback([f, ctx, stride, sink, chunk] {
     f->ctx_given = ctx->count() > 0;

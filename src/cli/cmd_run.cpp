@@ -37,7 +37,7 @@ void run(const RunOptions& o) {
     throw Error("give the prompt with exactly one of -p TEXT or -f FILE");
   }
   const std::string text = o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
-  auto loaded = load_model(o.gen.model, o.gen.threads, o.gen.ctx_size);
+  auto loaded = load_model(o.gen.model, o.gen.threads, o.gen.affinity, o.gen.ctx_size);
   const auto& tok = *loaded.tokenizer;
   const SamplingParams params = o.gen.sampling_params(loaded.model->hparams().n_vocab);
 

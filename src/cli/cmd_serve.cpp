@@ -28,6 +28,7 @@ namespace {
 struct ServeConfig {
   std::string model;
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   std::string host = "127.0.0.1";
   int port = 8080;
   int io_threads = 2;
@@ -119,7 +120,8 @@ void run_serve(const ServeConfig& c) {
   std::atomic<bool> loaded{false};
   std::thread loader([&] {
     try {
-      LoadedModel m = load_model(model_path, c.threads, 0, engine_opts.max_batched_tokens);
+      LoadedModel m =
+          load_model(model_path, c.threads, c.affinity, 0, engine_opts.max_batched_tokens);
       tag_model(engine_opts, *m.file);
       api.attach({.file = std::move(m.file),
                   .model = std::move(m.model),
@@ -160,7 +162,7 @@ void add_serve_command(CLI::App& app) {
   auto c = std::make_shared<ServeConfig>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (web page at /)");
   cmd->add_option("-m,--model", c->model, "GGUF model file (default: the default model)");
-  cmd->add_option("-t,--threads", c->threads, "kernel threads (0 = all cores)");
+  add_thread_flags(*cmd, c->threads, c->affinity);
   cmd->add_option("--host", c->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", c->port, "port to listen on (0 = any free port)")
       ->capture_default_str();

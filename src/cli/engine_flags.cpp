@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/cpu_affinity.h"
 #include "core/error.h"
 #include "engine/engine_core.h"
 #include "format/gguf_identity.h"
@@ -284,7 +285,16 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
 
 int resolved_threads(int n_threads) {
   if (n_threads > 0) return n_threads;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(allowed_cpus().size());
+}
+
+void add_thread_flags(CLI::App& cmd, int& threads, std::string& affinity) {
+  cmd.add_option("-t,--threads", threads, "kernel threads (0 = one per CPU this process may use)")
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("--affinity", affinity,
+                 "pin kernel threads to CPUs: none, auto (the CPUs this process may use, in "
+                 "order) or a list such as 0-3,8 (thread i on the i-th)")
+      ->capture_default_str();
 }
 
 }  // namespace tokamak::cli

@@ -64,7 +64,10 @@ void tag_model(EngineOptions& opts, const gguf::File& file);
 //     preemption recompute, prefix cache on, schedule fcfs, 2 threads
 std::string engine_summary(const EngineCore& core, int n_threads);
 
-// n_threads as the model's options take it (0 = one per hardware thread), resolved.
+// n_threads as the model's options take it (0 = one per CPU this process may run on), resolved.
 int resolved_threads(int n_threads);
+
+// -t,--threads and --affinity (core/cpu_affinity.h) for a command that runs the model.
+void add_thread_flags(CLI::App& cmd, int& threads, std::string& affinity);
 
 }  // namespace tokamak::cli

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/engine_flags.h"
 #include "core/error.h"
 
 namespace tokamak::cli {
@@ -10,8 +11,7 @@ namespace tokamak::cli {
 void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model,
                  "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 model in models/)");
-  cmd.add_option("-t,--threads", threads, "kernel threads (0 = all cores)")
-      ->check(CLI::Range(0, 1024));
+  add_thread_flags(cmd, threads, affinity);
   cmd.add_option("-c,--ctx-size", ctx_size,
                  "context length in tokens (0 = model default, at most 4096)")
       ->check(CLI::Range(0, 1 << 20));

@@ -19,6 +19,7 @@ namespace tokamak::cli {
 struct GenerationFlags {
   std::string model;  // empty = default model
   int threads = 0;
+  std::string affinity = "none";  // --affinity (core/cpu_affinity.h)
   int ctx_size = 0;
   int n_predict = 256;
   float temperature = 0.8f;

@@ -3,17 +3,19 @@
 #include <chrono>
 
 #include "cli/default_model.h"
+#include "core/cpu_affinity.h"
 
 namespace tokamak::cli {
 
-LoadedModel load_model(const std::string& path, int n_threads, int n_ctx, int32_t max_batch_tokens,
-                       OpProfile* profile) {
+LoadedModel load_model(const std::string& path, int n_threads, const std::string& affinity,
+                       int n_ctx, int32_t max_batch_tokens, OpProfile* profile) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel loaded;
   const std::string resolved = path.empty() ? default_model_path() : path;
   loaded.file = std::make_shared<const gguf::File>(gguf::File::open(resolved));
   ModelOptions opts;
   opts.n_threads = n_threads;
+  opts.cpus = parse_cpu_affinity(affinity);
   opts.n_ctx = n_ctx;
   if (max_batch_tokens > 0) opts.max_batch_tokens = max_batch_tokens;
   opts.profile = profile;

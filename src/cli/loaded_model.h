@@ -19,11 +19,13 @@ struct LoadedModel {
   double load_ms = 0;
 };
 
-// path empty = the default model. n_threads 0 = all cores. n_ctx 0 = the model's default.
+// path empty = the default model. n_threads 0 = one per CPU this process may run on (or per
+// CPU of the affinity list). affinity: --affinity's spec (core/cpu_affinity.h; "none": the OS
+// places the threads); a bad one throws Error. n_ctx 0 = the model's default.
 // max_batch_tokens: most tokens in one forward, at least the engine's max_batched_tokens
 // (0 = ModelOptions' default).
 // profile: built-in profiling into it (ModelOptions::profile), null for none.
-LoadedModel load_model(const std::string& path, int n_threads, int n_ctx,
-                       int32_t max_batch_tokens = 0, OpProfile* profile = nullptr);
+LoadedModel load_model(const std::string& path, int n_threads, const std::string& affinity,
+                       int n_ctx, int32_t max_batch_tokens = 0, OpProfile* profile = nullptr);
 
 }  // namespace tokamak::cli

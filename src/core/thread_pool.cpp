@@ -1,8 +1,16 @@
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/cpu_affinity.h"
+#include "core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -64,22 +72,49 @@ thread_local const ThreadPool* tls_running_pool = nullptr;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (n_threads <= 0) n_threads = 1;
-  n_threads_ = n_threads;
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
+  static std::atomic<uint64_t> pools{0};
+  id_ = ++pools;
+  if (n_threads <= 0) {
+    n_threads =
+        cpus_.empty() ? static_cast<int>(allowed_cpus().size()) : static_cast<int>(cpus_.size());
+  }
+  n_threads_ = std::max(1, n_threads);
+  if (!cpus_.empty() && cpus_.size() < static_cast<size_t>(n_threads_)) {
+    throw Error("--affinity names " + std::to_string(cpus_.size()) + " CPU" +
+                (cpus_.size() == 1 ? "" : "s") + " for " + std::to_string(n_threads_) +
+                " kernel threads: pinning takes one CPU a thread");
+  }
   decks_ = std::make_unique<Deck[]>(static_cast<size_t>(n_threads_));
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  if (cpus_.empty()) return;
+  for (int i = 1; i < n_threads_; ++i) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus_[static_cast<size_t>(i)], &set);
+    const int err = pthread_setaffinity_np(workers_[static_cast<size_t>(i - 1)].native_handle(),
+                                           sizeof set, &set);
+    if (err != 0) {
+      stop_workers();  // no destructor runs for a constructor that throws
+      throw Error("cannot pin kernel thread " + std::to_string(i) + " to CPU " +
+                  std::to_string(cpus_[static_cast<size_t>(i)]) + ": " + std::strerror(err));
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     stop_.store(true, std::memory_order_release);
   }
   wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+ThreadPool::~ThreadPool() {
+  stop_workers();
 }
 
 int ThreadPool::claim(int d, uint32_t gen, bool from_front) {
@@ -215,6 +250,13 @@ void ThreadPool::chunks(int64_t n, int n_threads, Chunks& out) {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
+  // The caller is thread 0: pinned to its CPU the first time it calls (a pool is called from
+  // one thread at a time, the engine's or the CLI's, for its whole life).
+  thread_local uint64_t pinned_for = 0;  // the pool (its id) this thread was pinned for
+  if (!cpus_.empty() && pinned_for != id_) {
+    pin_this_thread(cpus_[0]);
+    pinned_for = id_;
+  }
   Chunks c;
   chunks(n, n_threads_, c);
   if (n_threads_ == 1 || c.count == 1) {

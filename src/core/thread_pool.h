@@ -41,8 +41,11 @@ namespace tokamak {
 class ThreadPool {
  public:
   // n_threads >= 1 threads in all (n_threads - 1 workers plus the caller); 0 means one per
-  // hardware thread.
-  explicit ThreadPool(int n_threads = 0);
+  // CPU this process may run on (core/cpu_affinity.h), or per CPU of `cpus` when given.
+  // With `cpus` (core/cpu_affinity.h's parse_cpu_affinity), thread i is pinned to cpus[i]:
+  // worker i at its start, the caller (thread 0) at its first parallel_for. Throws Error when
+  // cpus names fewer CPUs than threads, or when the OS refuses a pinning.
+  explicit ThreadPool(int n_threads = 0, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -86,8 +89,11 @@ class ThreadPool {
   int claim(int d, uint32_t gen, bool from_front);
   void dispatch(const Chunks& c, const std::function<void(int)>& chunk_fn);
   void worker_loop(int self);
+  void stop_workers();  // wakes every worker to exit and joins it
 
   int n_threads_;
+  std::vector<int> cpus_;  // thread i's CPU; empty: not pinned
+  uint64_t id_ = 0;        // unique among the process's pools (never reused, unlike `this`)
   std::vector<std::thread> workers_;
   std::unique_ptr<Deck[]> decks_;  // one a thread
   std::mutex dispatch_mu_;         // one dispatch at a time

@@ -31,7 +31,7 @@ ComputeContext::ComputeContext(const ModelOptions& opts) {
     pool_ = opts.pool;
   } else {
     if (opts.n_threads < 0) throw Error("n_threads must not be negative");
-    own_pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+    own_pool_ = std::make_unique<ThreadPool>(opts.n_threads, opts.cpus);
     pool_ = own_pool_.get();
   }
   ops_ = make_cpu_ops(*pool_, isa, repack_weights(opts));

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/cpu_features.h"
 
@@ -12,7 +13,8 @@ class ThreadPool;
 struct OpProfile;
 
 struct ModelOptions {
-  int n_threads = 0;               // kernel threads; 0 = one per hardware thread
+  int n_threads = 0;               // kernel threads; 0 = one per CPU this process may run on
+  std::vector<int> cpus;           // pin kernel thread i to cpus[i] (ThreadPool); empty: no
   ThreadPool* pool = nullptr;      // use this pool (outliving the model) instead of a new one
   int32_t max_batch_tokens = 512;  // most tokens in one forward (the prefill chunk)
   int32_t n_ctx = 0;               // default cache length; 0 = min(context_length, 4096)

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -135,6 +136,34 @@ TEST(EngineFlagsTest, KvTiersAreOffByDefaultAndTakeSizes) {
   EXPECT_THROW(parse({"--kv-host-bytes", "1G", "--preemption", "swap", "--swap-space", "1G"}),
                Error)
       << "one host budget";
+}
+
+}  // namespace
+}  // namespace tokamak::cli::engine_flags_test
+
+namespace tokamak::cli::engine_flags_test {
+namespace {
+
+// -t and --affinity as every model-running command takes them: the OS places the threads
+// unless asked, and the spec reaches the model's options as given (load_model parses it).
+TEST(ThreadFlagsTest, ThreadsAndAffinityReachTheirFields) {
+  const auto parse_threads = [](std::vector<std::string> args) {
+    CLI::App app;
+    int threads = -1;
+    std::string affinity = "none";
+    add_thread_flags(app, threads, affinity);
+    std::vector<const char*> argv = {"tokamak"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    return std::pair{threads, affinity};
+  };
+  EXPECT_EQ(parse_threads({}), std::pair(-1, std::string("none")));
+  EXPECT_EQ(parse_threads({"-t", "2", "--affinity", "0-1"}), std::pair(2, std::string("0-1")));
+  EXPECT_EQ(parse_threads({"--threads", "0", "--affinity", "auto"}),
+            std::pair(0, std::string("auto")));
+  EXPECT_THROW(parse_threads({"-t", "-1"}), CLI::ValidationError);
+  EXPECT_EQ(resolved_threads(3), 3);
+  EXPECT_GE(resolved_threads(0), 1);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -108,6 +109,20 @@ std::vector<uint8_t> packed_for(PackedEpilogue epilogue, DType base, int64_t n, 
   pack_gated_pairs(base, gate.data(), up.data(), row_bytes(base, k), n, k, 0,
                    (n + kPackRows - 1) / kPackRows, w.data());
   return w;
+}
+
+// Runs `kernel` and the reference on args, y prefilled with the same random values (what an
+// Add epilogue adds to), and expects the same bits from both.
+void expect_epilogue_bits(PackedMatmulFn kernel, DType packed, PackedMatmulArgs args,
+                          std::mt19937_64& rng, const std::string& what) {
+  std::vector<float> got(static_cast<size_t>(args.m * args.y_stride));
+  for (float& v : got) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
+  std::vector<float> want = got;
+  args.y = got.data();
+  kernel(args);
+  args.y = want.data();
+  packed_matmul_reference(packed, args);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << what;
 }
 
 TEST(PackedMatmulTest, KernelsEqualTheReferenceBitwise) {
@@ -268,22 +283,16 @@ TEST(PackedMatmulTest, EpiloguesEqualTheReferenceBitwise) {
             for (int64_t m :
                  {int64_t{1}, int64_t{4}, int64_t{5}, int64_t{16}, int64_t{48}, max_m}) {
               for (int64_t g0 : {int64_t{0}, std::min<int64_t>(1, groups - 1)}) {
-                std::vector<float> got(static_cast<size_t>(m * y_stride));
-                for (float& v : got) {
-                  v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
-                }
-                std::vector<float> want = got;
-                PackedMatmulArgs args{w.data(), n, k, x.data(), xs, m, g0, groups, got.data(),
-                                      y_stride, 0};
+                PackedMatmulArgs args{w.data(), n,      k,       x.data(), xs, m,
+                                      g0,       groups, nullptr, y_stride, 0};
                 args.epilogue = epilogue;
                 args.silu_mul = silu_mul;
-                kernel(args);
-                args.y = want.data();
-                packed_matmul_reference(packed, args);
-                ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-                    << nt.name << " " << dtype_name(packed) << " epilogue "
-                    << static_cast<int>(epilogue) << " n=" << n << " blocks=" << blocks
-                    << " m=" << m << " g0=" << g0;
+                expect_epilogue_bits(kernel, packed, args, rng,
+                                     nt.name + " " + std::string(dtype_name(packed)) +
+                                         " epilogue " + std::to_string(static_cast<int>(epilogue)) +
+                                         " n=" + std::to_string(n) +
+                                         " blocks=" + std::to_string(blocks) +
+                                         " m=" + std::to_string(m) + " g0=" + std::to_string(g0));
               }
             }
           }
@@ -322,19 +331,15 @@ TEST(PackedMatmulTest, LongRowsInPassesEqualTheReferenceBitwise) {
           const auto x = random_activations(base, m, blocks, xs, rng);
           const int64_t y_stride = n + 3;
           for (int64_t g0 : {int64_t{0}, int64_t{1}}) {
-            std::vector<float> got(static_cast<size_t>(m * y_stride));
-            for (float& v : got) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -4);
-            std::vector<float> want = got;
-            PackedMatmulArgs args{w.data(), n,      k,          x.data(), xs, m,
-                                  g0,       groups, got.data(), y_stride, 0};
+            PackedMatmulArgs args{w.data(), n,      k,       x.data(), xs, m,
+                                  g0,       groups, nullptr, y_stride, 0};
             args.epilogue = epilogue;
             args.silu_mul = silu_mul;
-            kernel(args);
-            args.y = want.data();
-            packed_matmul_reference(packed, args);
-            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-                << nt.name << " " << dtype_name(packed) << " epilogue "
-                << static_cast<int>(epilogue) << " m=" << m << " blocks=" << blocks << " g0=" << g0;
+            expect_epilogue_bits(
+                kernel, packed, args, rng,
+                nt.name + " " + std::string(dtype_name(packed)) + " epilogue " +
+                    std::to_string(static_cast<int>(epilogue)) + " m=" + std::to_string(m) +
+                    " blocks=" + std::to_string(blocks) + " g0=" + std::to_string(g0));
           }
         }
       }

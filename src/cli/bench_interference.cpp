@@ -68,14 +68,14 @@ void check_output(const TrackedRequest& r, const char* what, int32_t expected) {
       r.metrics ? r.metrics->output_tokens : -1, expected));
 }
 
-InterferenceRun run_once(Model& model, const Tokenizer& tok, const EngineOptions& opts,
+InterferenceRun run_once(Model& model, int threads, const Tokenizer& tok, const EngineOptions& opts,
                          const InterferenceConfig& c, const Prompts& prompts) {
   SamplingParams params;
   params.temperature = 0;
   params.ignore_eos = true;
 
   Engine engine(model, tok, opts);
-  std::fprintf(stderr, "%s", engine_summary(engine.core(), c.threads).c_str());
+  std::fprintf(stderr, "%s", engine_summary(engine.core(), threads).c_str());
   BenchClient client(engine);
   for (const auto& prompt : prompts.background) {
     params.max_tokens = c.background_output_len;
@@ -207,9 +207,9 @@ void run_interference_bench(const InterferenceConfig& c) {
   prompts.long_prompt = random_prompt(tok, vocabulary, c.long_input_len, rng);
 
   std::fprintf(stderr, "[bench] run 1 of 2: chunked prefill on\n");
-  const InterferenceRun run_on = run_once(*loaded.model, tok, on, c, prompts);
+  const InterferenceRun run_on = run_once(*loaded.model, loaded.threads, tok, on, c, prompts);
   std::fprintf(stderr, "[bench] run 2 of 2: chunked prefill off\n");
-  const InterferenceRun run_off = run_once(*loaded.model, tok, off, c, prompts);
+  const InterferenceRun run_off = run_once(*loaded.model, loaded.threads, tok, off, c, prompts);
   print_side_by_side(c, run_on, run_off);
 
   if (c.json_path.empty()) return;
@@ -217,7 +217,7 @@ void run_interference_bench(const InterferenceConfig& c) {
   nlohmann::json doc = {
       {"bench", "interference"},
       {"model", model_path},
-      {"threads", resolved_threads(c.threads)},
+      {"threads", loaded.threads},
       {"config",
        {{"background", c.background},
         {"background_input_len", c.background_input_len},

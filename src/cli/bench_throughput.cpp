@@ -115,7 +115,7 @@ void run_throughput_bench(const ThroughputConfig& c) {
   params.ignore_eos = true;
 
   Engine engine(*loaded.model, tok, opts);
-  std::fprintf(stderr, "%s", engine_summary(engine.core(), c.threads).c_str());
+  std::fprintf(stderr, "%s", engine_summary(engine.core(), loaded.threads).c_str());
   std::fprintf(stderr, "[bench] %zu requests, concurrency %zu, output %d tokens each\n", n,
                concurrency, c.output_len);
 
@@ -215,7 +215,7 @@ void run_throughput_bench(const ThroughputConfig& c) {
   nlohmann::json doc = {
       {"bench", "throughput"},
       {"model", model_path},
-      {"threads", resolved_threads(c.threads)},
+      {"threads", loaded.threads},
       {"config",
        {{"num_prompts", n},
         {"input_len",

@@ -72,7 +72,7 @@ void run_tiers_bench(const TiersBenchConfig& c) {
   tag_model(opts, *loaded.file);
   const Tokenizer& tok = *loaded.tokenizer;
   EngineCore core(*loaded.model, tok, opts);
-  std::fprintf(stderr, "%s", engine_summary(core, c.threads).c_str());
+  std::fprintf(stderr, "%s", engine_summary(core, loaded.threads).c_str());
 
   const auto vocabulary = prompt_vocabulary(tok);
   Rng rng(c.seed);
@@ -128,7 +128,7 @@ void run_tiers_bench(const TiersBenchConfig& c) {
   if (c.json_path.empty()) return;
   nlohmann::json doc = {{"bench", "tiers"},
                         {"model", model_path},
-                        {"threads", resolved_threads(c.threads)},
+                        {"threads", loaded.threads},
                         {"input_len", c.input_len},
                         {"repeats", c.repeats},
                         {"engine", engine_json(core)},

@@ -251,8 +251,8 @@ void run(const PerplexityFlags& f) {
                                r.n_evaluated, r.seconds)},
       {"KV dtype", hot_blocks > 0 ? fmt::format("{}, the newest {} tokens also f16 (hot window)",
                                                 dtype, hot_blocks * kBlockSize)
-                                    : dtype},
-      {"threads", fmt::format("{}", resolved_threads(f.threads))},
+                                  : dtype},
+      {"threads", fmt::format("{}", loaded.threads)},
   };
   rows.insert(rows.end(), results.begin(), results.end());
   std::printf("== tokamak perplexity ==\n%s", format_table(rows, Align::Left).c_str());
@@ -273,7 +273,7 @@ void run(const PerplexityFlags& f) {
       {"tokens_per_s", r.tokens_per_s()},
       {"kv_dtype", dtype},
       {"kv_hot_window_tokens", hot_blocks * kBlockSize},
-      {"threads", resolved_threads(f.threads)},
+      {"threads", loaded.threads},
   };
   if (plan.stream) {
     // kv_window 0: a full cache.

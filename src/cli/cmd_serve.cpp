@@ -127,7 +127,7 @@ void run_serve(const ServeConfig& c) {
                   .model = std::move(m.model),
                   .tokenizer = std::move(m.tokenizer),
                   .engine = engine_opts});
-      std::fprintf(stderr, "%s", engine_summary(api.engine()->core(), c.threads).c_str());
+      std::fprintf(stderr, "%s", engine_summary(api.engine()->core(), m.threads).c_str());
       std::printf("tokamak serve: model loaded (%.0f ms)\n", m.load_ms);
       std::fflush(stdout);
       loaded = true;

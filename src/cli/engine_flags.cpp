@@ -4,9 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <thread>
 
-#include "core/cpu_affinity.h"
 #include "core/error.h"
 #include "engine/engine_core.h"
 #include "format/gguf_identity.h"
@@ -268,8 +266,8 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
       "preemption {}, prefix cache {}, schedule {}, {} threads\n{}",
       core.max_model_len(), opts.max_batched_tokens, opts.max_seqs,
       opts.chunked_prefill ? "on" : "off", preemption_mode_name(opts.preemption),
-      opts.prefix_caching ? "on" : "off", schedule_policy_name(opts.schedule_policy),
-      resolved_threads(n_threads), tiers_line(core));
+      opts.prefix_caching ? "on" : "off", schedule_policy_name(opts.schedule_policy), n_threads,
+      tiers_line(core));
   if (opts.kv_window > 0) {
     out += fmt::format(
         "KV window: {} sink tokens + the last {} tokens per sequence (positions in the cache); "
@@ -281,11 +279,6 @@ std::string engine_summary(const EngineCore& core, int n_threads) {
     }
   }
   return out;
-}
-
-int resolved_threads(int n_threads) {
-  if (n_threads > 0) return n_threads;
-  return static_cast<int>(allowed_cpus().size());
 }
 
 void add_thread_flags(CLI::App& cmd, int& threads, std::string& affinity) {

@@ -62,10 +62,8 @@ void tag_model(EngineOptions& opts, const gguf::File& file);
 //   (quantized dtypes add "+ 720 B of scales per 16-token block = 11565.00 B")
 //   max model len 8192 tokens, max batched tokens 512, max seqs 64, chunked prefill on,
 //     preemption recompute, prefix cache on, schedule fcfs, 2 threads
+// n_threads: the kernel threads the model runs with (LoadedModel::threads).
 std::string engine_summary(const EngineCore& core, int n_threads);
-
-// n_threads as the model's options take it (0 = one per CPU this process may run on), resolved.
-int resolved_threads(int n_threads);
 
 // -t,--threads and --affinity (core/cpu_affinity.h) for a command that runs the model.
 void add_thread_flags(CLI::App& cmd, int& threads, std::string& affinity);

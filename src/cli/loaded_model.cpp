@@ -16,6 +16,7 @@ LoadedModel load_model(const std::string& path, int n_threads, const std::string
   ModelOptions opts;
   opts.n_threads = n_threads;
   opts.cpus = parse_cpu_affinity(affinity);
+  loaded.threads = kernel_thread_count(n_threads, opts.cpus);
   opts.n_ctx = n_ctx;
   if (max_batch_tokens > 0) opts.max_batch_tokens = max_batch_tokens;
   opts.profile = profile;

@@ -17,6 +17,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   double load_ms = 0;
+  int threads = 0;  // the kernel threads the model runs with (-t 0 resolved)
 };
 
 // path empty = the default model. n_threads 0 = one per CPU this process may run on (or per

@@ -1,6 +1,5 @@
 #include "core/cpu_affinity.h"
 
-#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -77,11 +76,16 @@ std::vector<int> parse_cpu_affinity(std::string_view spec) {
   return cpus;
 }
 
-void pin_this_thread(int cpu) {
+int kernel_thread_count(int requested, const std::vector<int>& cpus) {
+  if (requested > 0) return requested;
+  return static_cast<int>(cpus.empty() ? allowed_cpus().size() : cpus.size());
+}
+
+void pin_thread(int cpu, std::thread::native_handle_type thread) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  const int err = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  const int err = pthread_setaffinity_np(thread, sizeof set, &set);
   if (err != 0) {
     throw Error("cannot pin a kernel thread to CPU " + std::to_string(cpu) + ": " +
                 std::strerror(err));

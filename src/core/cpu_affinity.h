@@ -12,6 +12,7 @@
 // each at most once, and every one of them must be in the process's allowed set.
 
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace tokamak {
@@ -24,7 +25,11 @@ std::vector<int> allowed_cpus();
 // ("0-", "3-1", "x"), a CPU named twice, or one outside the process's allowed set.
 std::vector<int> parse_cpu_affinity(std::string_view spec);
 
-// Pins the calling thread to `cpu`. Throws Error when the OS refuses.
-void pin_this_thread(int cpu);
+// The kernel threads a pool runs: `requested` when above 0, else one per CPU of `cpus`, or
+// per CPU this process may run on when cpus is empty.
+int kernel_thread_count(int requested, const std::vector<int>& cpus);
+
+// Pins `thread` (the calling thread by default) to `cpu`. Throws Error when the OS refuses.
+void pin_thread(int cpu, std::thread::native_handle_type thread = pthread_self());
 
 }  // namespace tokamak

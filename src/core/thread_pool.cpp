@@ -1,12 +1,8 @@
 #include "core/thread_pool.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <cassert>
 #include <chrono>
-#include <cstring>
 #include <string>
 
 #include "core/cpu_affinity.h"
@@ -75,11 +71,7 @@ thread_local const ThreadPool* tls_running_pool = nullptr;
 ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
   static std::atomic<uint64_t> pools{0};
   id_ = ++pools;
-  if (n_threads <= 0) {
-    n_threads =
-        cpus_.empty() ? static_cast<int>(allowed_cpus().size()) : static_cast<int>(cpus_.size());
-  }
-  n_threads_ = std::max(1, n_threads);
+  n_threads_ = std::max(1, kernel_thread_count(n_threads, cpus_));
   if (!cpus_.empty() && cpus_.size() < static_cast<size_t>(n_threads_)) {
     throw Error("--affinity names " + std::to_string(cpus_.size()) + " CPU" +
                 (cpus_.size() == 1 ? "" : "s") + " for " + std::to_string(n_threads_) +
@@ -89,17 +81,14 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : cpus_(std::move(c
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   if (cpus_.empty()) return;
-  for (int i = 1; i < n_threads_; ++i) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpus_[static_cast<size_t>(i)], &set);
-    const int err = pthread_setaffinity_np(workers_[static_cast<size_t>(i - 1)].native_handle(),
-                                           sizeof set, &set);
-    if (err != 0) {
-      stop_workers();  // no destructor runs for a constructor that throws
-      throw Error("cannot pin kernel thread " + std::to_string(i) + " to CPU " +
-                  std::to_string(cpus_[static_cast<size_t>(i)]) + ": " + std::strerror(err));
+  try {
+    for (int i = 1; i < n_threads_; ++i) {
+      pin_thread(cpus_[static_cast<size_t>(i)],
+                 workers_[static_cast<size_t>(i - 1)].native_handle());
     }
+  } catch (...) {
+    stop_workers();  // no destructor runs for a constructor that throws
+    throw;
   }
 }
 
@@ -254,7 +243,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   // one thread at a time, the engine's or the CLI's, for its whole life).
   thread_local uint64_t pinned_for = 0;  // the pool (its id) this thread was pinned for
   if (!cpus_.empty() && pinned_for != id_) {
-    pin_this_thread(cpus_[0]);
+    pin_thread(cpus_[0]);
     pinned_for = id_;
   }
   Chunks c;

@@ -117,6 +117,20 @@ TEST(CpuAffinityTest, APinnedPoolRunsEachThreadOnItsCpu) {
   EXPECT_TRUE(std::all_of(visits.begin(), visits.end(), [&](int v) { return v == reps; }));
 }
 
+// -t as given, else one thread per CPU of the list, else per CPU the process may run on: what
+// the pool runs and what the start-up lines and JSON report.
+TEST(CpuAffinityTest, ThreadCountFollowsTheRequestThenTheList) {
+  const std::vector<int> allowed = allowed_cpus();
+  EXPECT_EQ(kernel_thread_count(3, {}), 3);
+  EXPECT_EQ(kernel_thread_count(3, {allowed.front()}), 3);
+  EXPECT_EQ(kernel_thread_count(0, {allowed.front()}), 1);
+  EXPECT_EQ(kernel_thread_count(0, {}), static_cast<int>(allowed.size()));
+  const AffinityGuard guard;
+  EXPECT_EQ(ThreadPool(0, {allowed.front()}).n_threads(),
+            kernel_thread_count(0, {allowed.front()}));
+  EXPECT_EQ(ThreadPool(0).n_threads(), kernel_thread_count(0, {}));
+}
+
 TEST(CpuAffinityTest, APoolNeedsACpuAThread) {
   const int cpu = allowed_cpus().front();
   EXPECT_THROW(ThreadPool(2, {cpu}), Error);

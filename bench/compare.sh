@@ -13,12 +13,18 @@
 #
 # Usage: bench/compare.sh [--model GGUF] [--threads 2] [--repeats 3] [--quick]
 #                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
-#                         [--llama-version 0.3.36] [--build-only] [run_compare.py flags...]
+#                         [--llama-version 0.3.36] [--level native|avx2|avxvnni] [--build-only]
+#                         [run_compare.py flags...]
 #   --model GGUF         the model both run (default: the default model in models/)
 #   --synthetic-1b TYPE  instead: a random-weight model of Llama 3.2 1B's shape with the default
 #                        model's tokenizer, made once into models/synthetic/ by
 #                        `tokamak make-synthetic --shape 1b --type TYPE --tokenizer-from`
 #   --quick              a smoke test of every step, under ~10 minutes with the default model
+#   --level LEVEL        the instruction set both run: native (default: each its best here), or
+#                        avx2 / avxvnni, what a CPU without AVX-512 would run (Zen 2-3, Alder
+#                        Lake and later client cores): llama.cpp built for it (GGML_NATIVE=OFF,
+#                        AVX2 + FMA + F16C, GGML_AVX_VNNI for avxvnni), into its own folder, and
+#                        tokamak run with TOKAMAK_CPU_ISA=LEVEL
 #   --build-only         fetch and build llama.cpp and tokamak, run nothing
 #   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
 #   other flags go to run_compare.py (--sweep 1,4,16 --input-len 256 --workloads sweep
@@ -41,6 +47,7 @@ OUT=""
 TOKAMAK=""
 LLAMA_VERSION=0.3.36
 BUILD_ONLY=0
+LEVEL=native
 PASS=()
 JOBS=${JOBS:-2}
 
@@ -55,6 +62,7 @@ while [ $# -gt 0 ]; do
     --tokamak) TOKAMAK="$2"; shift 2 ;;
     --llama-version) LLAMA_VERSION="$2"; shift 2 ;;
     --build-only) BUILD_ONLY=1; shift ;;
+    --level) LEVEL="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^# Environment/p' "$0" | cut -c3-; exit 0 ;;
     *) PASS+=("$1"); shift ;;
   esac
@@ -73,10 +81,25 @@ LLAMA_BUILD="$PEERS/llama.cpp-build-$LLAMA_VERSION"
 # 2026-12-04). clang builds the same sources correctly, so with AMX the peer is built with it
 # (into its own folder), which keeps llama.cpp's strongest CPU path in the comparison.
 LLAMA_CC=()
-if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null; then
-  LLAMA_CC=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
-  LLAMA_BUILD="$LLAMA_BUILD-clang"
-fi
+LLAMA_ISA=(-DGGML_NATIVE=ON)
+case "$LEVEL" in
+  native)
+    if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null; then
+      LLAMA_CC=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+      LLAMA_BUILD="$LLAMA_BUILD-clang"
+    fi
+    ;;
+  avx2|avxvnni)
+    vnni=OFF
+    [ "$LEVEL" = avxvnni ] && vnni=ON
+    LLAMA_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+      -DGGML_AVX_VNNI=$vnni -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+    LLAMA_BUILD="$LLAMA_BUILD-$LEVEL"
+    export TOKAMAK_CPU_ISA="$LEVEL"
+    ;;
+  *) log "unknown --level '$LEVEL' (native, avx2 or avxvnni)"; exit 1 ;;
+esac
 LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
 LLAMA_BENCH="$LLAMA_BUILD/bin/llama-bench"
 
@@ -115,7 +138,7 @@ build_llamacpp() {
   local t0=$SECONDS
   log "building ${targets[*]} of llama.cpp $LLAMA_VERSION (-j$JOBS, log: $LLAMA_BUILD.log)"
   {
-    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON "${LLAMA_CC[@]}" \
+    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release "${LLAMA_ISA[@]}" "${LLAMA_CC[@]}" \
       -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF "${server_flags[@]}"
     cmake --build "$LLAMA_BUILD" -j"$JOBS" --target "${targets[@]}"

@@ -68,22 +68,24 @@ CpuFeatures detect() {
   return f;
 }
 
-bool supports(const CpuFeatures& f, Isa isa) {
+}  // namespace
+
+bool isa_supported(const CpuFeatures& f, Isa isa) {
   switch (isa) {
     case Isa::Scalar:
       return true;
     case Isa::Avx2:
       return f.avx2 && f.fma && f.f16c;
+    case Isa::AvxVnni:
+      return isa_supported(f, Isa::Avx2) && f.avx_vnni;
     case Isa::Avx512:
-      return supports(f, Isa::Avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+      return isa_supported(f, Isa::Avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
              f.avx512_vnni;
     case Isa::Amx:
-      return supports(f, Isa::Avx512) && f.amx_tile && f.amx_int8;
+      return isa_supported(f, Isa::Avx512) && f.amx_tile && f.amx_int8;
   }
   return false;
 }
-
-}  // namespace
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -91,6 +93,8 @@ std::string_view isa_name(Isa isa) {
       return "scalar";
     case Isa::Avx2:
       return "avx2";
+    case Isa::AvxVnni:
+      return "avxvnni";
     case Isa::Avx512:
       return "avx512";
     case Isa::Amx:
@@ -100,7 +104,7 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
     if (name == isa_name(isa)) return isa;
   }
   return std::nullopt;
@@ -112,9 +116,10 @@ const CpuFeatures& cpu_features() {
 }
 
 Isa best_isa(const CpuFeatures& f) {
-  if (supports(f, Isa::Amx)) return Isa::Amx;
-  if (supports(f, Isa::Avx512)) return Isa::Avx512;
-  if (supports(f, Isa::Avx2)) return Isa::Avx2;
+  if (isa_supported(f, Isa::Amx)) return Isa::Amx;
+  if (isa_supported(f, Isa::Avx512)) return Isa::Avx512;
+  if (isa_supported(f, Isa::AvxVnni)) return Isa::AvxVnni;
+  if (isa_supported(f, Isa::Avx2)) return Isa::Avx2;
   return Isa::Scalar;
 }
 
@@ -123,9 +128,9 @@ Isa resolve_isa(const CpuFeatures& f, std::optional<std::string_view> requested)
   const auto isa = parse_isa(*requested);
   if (!isa) {
     throw Error("TOKAMAK_CPU_ISA: unknown value '" + std::string(*requested) +
-                "' (expected scalar, avx2, avx512 or amx)");
+                "' (expected scalar, avx2, avxvnni, avx512 or amx)");
   }
-  if (!supports(f, *isa)) {
+  if (!isa_supported(f, *isa)) {
     throw Error("TOKAMAK_CPU_ISA: this CPU does not support " + std::string(*requested) +
                 " (best available: " + std::string(isa_name(best_isa(f))) + ")");
   }

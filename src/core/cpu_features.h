@@ -1,8 +1,8 @@
 #pragma once
 // What the CPU can do (from CPUID and XGETBV) and which SIMD level the kernels use. The level
 // is the best the CPU supports unless the environment variable TOKAMAK_CPU_ISA asks for a
-// lower one (scalar | avx2 | avx512 | amx), e.g. to compare kernels or to reproduce a result of
-// another machine. Kernel files compiled for a level are only ever called at that level.
+// lower one (scalar | avx2 | avxvnni | avx512 | amx), e.g. to compare kernels or to reproduce a
+// result of another machine. Kernel files compiled for a level are only ever called at that level.
 
 #include <optional>
 #include <string_view>
@@ -24,14 +24,21 @@ struct CpuFeatures {
   bool amx_int8 = false;
 };
 
-// SIMD levels, in increasing order. Avx2 needs AVX2+FMA+F16C; Avx512 needs F/BW/VL/DQ and
-// VNNI besides (BF16 is optional: its kernels check `avx512_bf16` themselves); Amx needs
-// Avx512 and AMX-TILE + AMX-INT8 usable by this process (Linux grants the tile state on
-// request, which detection makes: arch_prctl ARCH_REQ_XCOMP_PERM).
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
+// SIMD levels, in increasing order. Avx2 needs AVX2+FMA+F16C; AvxVnni needs Avx2 and AVX-VNNI
+// (vpdpbusd on 256-bit registers, VEX-encoded: Intel Alder Lake and later client cores, Sierra
+// Forest, AMD Zen 5); Avx512 needs Avx2, F/BW/VL/DQ and AVX512-VNNI (not AVX-VNNI, which Ice
+// Lake servers and Zen 4 lack: the order is of speed, a level does not always imply the one
+// below it, so ask isa_supported rather than compare). BF16 is optional: its kernels check
+// `avx512_bf16` themselves. Amx needs Avx512 and AMX-TILE + AMX-INT8 usable by this process
+// (Linux grants the tile state on request, which detection makes: arch_prctl
+// ARCH_REQ_XCOMP_PERM).
+enum class Isa { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512 = 3, Amx = 4 };
 
 std::string_view isa_name(Isa isa);
-std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avx512" | "amx"
+std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avxvnni" | ...
+
+// Whether `f` has what level `isa` needs.
+bool isa_supported(const CpuFeatures& f, Isa isa);
 
 // Features of this CPU, read once (OS support for the register state included).
 const CpuFeatures& cpu_features();

@@ -42,6 +42,27 @@ TEST(CpuFeaturesTest, BestIsaFollowsFeatures) {
   EXPECT_EQ(best_isa(amx_no_vnni), Isa::Avx2);  // AMX's level builds on AVX-512's
 }
 
+TEST(CpuFeaturesTest, AvxVnniIsItsOwnLevel) {
+  CpuFeatures alder_lake;  // AVX2 with AVX-VNNI, no AVX-512
+  alder_lake.avx2 = alder_lake.fma = alder_lake.f16c = alder_lake.avx_vnni = true;
+  EXPECT_EQ(best_isa(alder_lake), Isa::AvxVnni);
+  EXPECT_EQ(resolve_isa(alder_lake, "avxvnni"), Isa::AvxVnni);
+  EXPECT_EQ(resolve_isa(alder_lake, "avx2"), Isa::Avx2);
+  CpuFeatures no_avx2 = alder_lake;  // VNNI alone is no level
+  no_avx2.avx2 = false;
+  EXPECT_FALSE(isa_supported(no_avx2, Isa::AvxVnni));
+  CpuFeatures zen4;  // AVX-512 VNNI without the VEX form: AVX-512 does not imply AvxVnni
+  zen4.avx2 = zen4.fma = zen4.f16c = true;
+  zen4.avx512f = zen4.avx512bw = zen4.avx512vl = zen4.avx512dq = zen4.avx512_vnni = true;
+  EXPECT_EQ(best_isa(zen4), Isa::Avx512);
+  EXPECT_FALSE(isa_supported(zen4, Isa::AvxVnni));
+  EXPECT_THROW(resolve_isa(zen4, "avxvnni"), Error);
+  CpuFeatures sapphire_rapids = zen4;  // both
+  sapphire_rapids.avx_vnni = true;
+  EXPECT_EQ(best_isa(sapphire_rapids), Isa::Avx512);
+  EXPECT_EQ(parse_isa(isa_name(Isa::AvxVnni)), Isa::AvxVnni);
+}
+
 TEST(CpuFeaturesTest, ResolveRequests) {
   CpuFeatures avx2;
   avx2.avx2 = avx2.fma = avx2.f16c = true;

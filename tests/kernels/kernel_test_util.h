@@ -53,6 +53,9 @@ inline std::vector<NamedTable> simd_tables() {
   std::vector<NamedTable> out;
   const Isa best = best_isa(cpu_features());
   if (best >= Isa::Avx2) out.push_back({"avx2", &cpu::avx2_kernel_table()});
+  if (isa_supported(cpu_features(), Isa::AvxVnni)) {
+    out.push_back({"avxvnni", &cpu::avxvnni_kernel_table()});
+  }
   if (best >= Isa::Avx512) {
     out.push_back({"avx512", &cpu::avx512_kernel_table(false)});
     if (cpu_features().avx512_bf16) {

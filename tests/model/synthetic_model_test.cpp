@@ -96,8 +96,8 @@ TEST(SyntheticModelTest, IsasAgree) {
   const auto file = test::write_and_open(make_synthetic_model(s), tmp);
   const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
   std::vector<float> ref;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-    if (isa > best_isa(cpu_features())) continue;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+    if (!isa_supported(cpu_features(), isa)) continue;
     ModelOptions opts = test::options(2, 8);
     opts.isa = isa;
     auto model = Model::load(file, opts);
@@ -129,8 +129,8 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
         if (t.name != "token_embd.weight" || tied) expected += static_cast<int64_t>(t.nbytes);
       }
       expected += static_cast<int64_t>(row_bytes(DType::Q8_0, s.n_embd));
-      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-        if (isa > best_isa(cpu_features())) continue;
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+        if (!isa_supported(cpu_features(), isa)) continue;
         for (const bool repack : {true, false}) {
           ModelOptions opts = test::options(2, 8);
           opts.isa = isa;
@@ -204,11 +204,10 @@ TEST(SyntheticModelTest, RepackedLayoutIsTheSameOnEveryLevelAndCloseToGguf) {
   const std::vector<float> gguf = logits_of(Isa::Avx2, false);
   EXPECT_NE(packed, gguf);  // the layouts round differently, so the switch did something
   expect_within_rounding(gguf, packed, "repacked");
-  if (best_isa(cpu_features()) >= Isa::Avx512) {
-    EXPECT_EQ(logits_of(Isa::Avx512, true), packed);
-  }
-  if (best_isa(cpu_features()) >= Isa::Amx) {
-    EXPECT_EQ(logits_of(Isa::Amx, true), packed);
+  for (Isa isa : {Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+    if (isa_supported(cpu_features(), isa)) {
+      EXPECT_EQ(logits_of(isa, true), packed) << isa_name(isa);
+    }
   }
 
   const char* old = std::getenv("TOKAMAK_REPACK");
@@ -268,8 +267,8 @@ TEST(SyntheticModelTest, FiveBitAndKQuantModels) {
     const std::vector<float> scalar = logits_of(file, Isa::Scalar);
     const double scalar_err = max_error(ref, scalar);
     EXPECT_LE(scalar_err, 0.03) << dtype_name(w) << ": scalar against the decoded weights";
-    for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-      if (isa > best_isa(cpu_features())) continue;
+    for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+      if (!isa_supported(cpu_features(), isa)) continue;
       const std::string what = std::string(dtype_name(w)) + " " + std::string(isa_name(isa));
       const std::vector<float> simd = logits_of(file, isa);
       if (w == DType::Q4_K || w == DType::Q6_K) {

@@ -23,10 +23,9 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
 // Every kernel level this CPU supports, scalar first.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out{Isa::Scalar};
-  const Isa best = best_isa(cpu_features());
-  if (best >= Isa::Avx2) out.push_back(Isa::Avx2);
-  if (best >= Isa::Avx512) out.push_back(Isa::Avx512);
-  if (best >= Isa::Amx) out.push_back(Isa::Amx);
+  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+    if (isa_supported(cpu_features(), isa)) out.push_back(isa);
+  }
   return out;
 }
 

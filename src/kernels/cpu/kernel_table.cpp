@@ -10,6 +10,8 @@ const KernelTable& kernel_table(Isa isa) {
       return scalar_kernel_table();
     case Isa::Avx2:
       return avx2_kernel_table();
+    case Isa::AvxVnni:
+      return avxvnni_kernel_table();
     case Isa::Avx512:
       return avx512_kernel_table(cpu_features().avx512_bf16);
     case Isa::Amx:

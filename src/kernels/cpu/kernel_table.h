@@ -147,6 +147,7 @@ const KernelTable& kernel_table(Isa isa);
 // Per-level tables, defined in kernels_<isa>.cpp (only the matching level may call them).
 const KernelTable& scalar_kernel_table();
 const KernelTable& avx2_kernel_table();
+const KernelTable& avxvnni_kernel_table();
 const KernelTable& avx512_kernel_table(bool with_bf16);
 const KernelTable& amx_kernel_table(bool with_bf16);
 

@@ -13,18 +13,22 @@
 #
 # Usage: bench/compare.sh [--model GGUF] [--threads 2] [--repeats 3] [--quick]
 #                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
-#                         [--llama-version 0.3.36] [--level native|avx2|avxvnni] [--build-only]
+#                         [--llama-version 0.3.36] [--level native|avx2|avxvnni|avx512]
+#                         [--build-only]
 #                         [run_compare.py flags...]
 #   --model GGUF         the model both run (default: the default model in models/)
 #   --synthetic-1b TYPE  instead: a random-weight model of Llama 3.2 1B's shape with the default
 #                        model's tokenizer, made once into models/synthetic/ by
 #                        `tokamak make-synthetic --shape 1b --type TYPE --tokenizer-from`
 #   --quick              a smoke test of every step, under ~10 minutes with the default model
-#   --level LEVEL        the instruction set both run: native (default: each its best here), or
-#                        avx2 / avxvnni, what a CPU without AVX-512 would run (Zen 2-3, Alder
-#                        Lake and later client cores): llama.cpp built for it (GGML_NATIVE=OFF,
-#                        AVX2 + FMA + F16C, GGML_AVX_VNNI for avxvnni), into its own folder, and
-#                        tokamak run with TOKAMAK_CPU_ISA=LEVEL
+#   --level LEVEL        the instruction set both run: native (default: -march=native for
+#                        llama.cpp, each its best level here), or avx2 / avxvnni, what a CPU
+#                        without AVX-512 would run (Zen 2-3, Alder Lake and later client cores),
+#                        or avx512, AVX-512 with VNNI and BF16 but no AMX (Ice Lake, Zen 4):
+#                        llama.cpp built for it (GGML_NATIVE=OFF, AVX2 + FMA + F16C, then
+#                        GGML_AVX_VNNI or GGML_AVX512*), into its own folder, and tokamak run with
+#                        TOKAMAK_CPU_ISA=LEVEL. On the AMX guest llama.cpp's avxvnni and avx512
+#                        builds decode faster than its native (AMX) one: docs/BENCHMARKS.md
 #   --build-only         fetch and build llama.cpp and tokamak, run nothing
 #   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
 #   other flags go to run_compare.py (--sweep 1,4,16 --input-len 256 --workloads sweep
@@ -89,16 +93,17 @@ case "$LEVEL" in
       LLAMA_BUILD="$LLAMA_BUILD-clang"
     fi
     ;;
-  avx2|avxvnni)
-    vnni=OFF
+  avx2|avxvnni|avx512)
+    vnni=OFF avx512=OFF
     [ "$LEVEL" = avxvnni ] && vnni=ON
+    [ "$LEVEL" = avx512 ] && avx512=ON
     LLAMA_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-      -DGGML_AVX_VNNI=$vnni -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
-      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+      -DGGML_AVX_VNNI=$vnni -DGGML_AVX512=$avx512 -DGGML_AVX512_VNNI=$avx512
+      -DGGML_AVX512_BF16=$avx512 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
     LLAMA_BUILD="$LLAMA_BUILD-$LEVEL"
     export TOKAMAK_CPU_ISA="$LEVEL"
     ;;
-  *) log "unknown --level '$LEVEL' (native, avx2 or avxvnni)"; exit 1 ;;
+  *) log "unknown --level '$LEVEL' (native, avx2, avxvnni or avx512)"; exit 1 ;;
 esac
 LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
 LLAMA_BENCH="$LLAMA_BUILD/bin/llama-bench"

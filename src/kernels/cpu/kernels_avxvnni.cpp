@@ -2,8 +2,9 @@
 // VEX-encoded vpdpbusd (packed_matmul_avx2.inc). Same bits as the AVX2 table everywhere.
 //
 // Not yet on VNNI: the dot products in GGUF's layout (kernels_avx2.cpp, kquant_dots_avx2.cpp),
-// which serve the types that are not repacked (Q5_0, Q5_1, the K-quants but Q6_K) and
-// TOKAMAK_REPACK=0.
+// which serve the types that are not repacked (Q5_1, Q5_K, a Q4_K tensor outside the range
+// its Q4_1 form holds) and TOKAMAK_REPACK=0; and Q6_K's packed kernel, the maddubs one (see
+// packed_matmul_avx2.inc).
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_avx2.h"

@@ -3,8 +3,7 @@
 //
 // Not yet on VNNI: the dot products in GGUF's layout (kernels_avx2.cpp, kquant_dots_avx2.cpp),
 // which serve the types that are not repacked (Q5_1, Q5_K, a Q4_K tensor outside the range
-// its Q4_1 form holds) and TOKAMAK_REPACK=0; and Q6_K's packed kernel, the maddubs one (see
-// packed_matmul_avx2.inc).
+// its Q4_1 form holds) and TOKAMAK_REPACK=0.
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/packed_matmul_avx2.h"

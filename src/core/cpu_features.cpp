@@ -104,7 +104,7 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+  for (Isa isa : kIsaLevels) {
     if (name == isa_name(isa)) return isa;
   }
   return std::nullopt;

@@ -33,6 +33,8 @@ struct CpuFeatures {
 // (Linux grants the tile state on request, which detection makes: arch_prctl
 // ARCH_REQ_XCOMP_PERM).
 enum class Isa { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512 = 3, Amx = 4 };
+// Every level, in that order: what a loop over the levels walks, so that none is left out.
+inline constexpr Isa kIsaLevels[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx};
 
 std::string_view isa_name(Isa isa);
 std::optional<Isa> parse_isa(std::string_view name);  // "scalar" | "avx2" | "avxvnni" | ...

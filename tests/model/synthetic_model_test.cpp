@@ -96,7 +96,7 @@ TEST(SyntheticModelTest, IsasAgree) {
   const auto file = test::write_and_open(make_synthetic_model(s), tmp);
   const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6}, pos = {0, 1, 2, 3, 4, 5}, rows = {5};
   std::vector<float> ref;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+  for (Isa isa : kIsaLevels) {
     if (!isa_supported(cpu_features(), isa)) continue;
     ModelOptions opts = test::options(2, 8);
     opts.isa = isa;
@@ -129,7 +129,7 @@ TEST(SyntheticModelTest, DecodeWeightBytesCountEveryTensorOnce) {
         if (t.name != "token_embd.weight" || tied) expected += static_cast<int64_t>(t.nbytes);
       }
       expected += static_cast<int64_t>(row_bytes(DType::Q8_0, s.n_embd));
-      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+      for (Isa isa : kIsaLevels) {
         if (!isa_supported(cpu_features(), isa)) continue;
         for (const bool repack : {true, false}) {
           ModelOptions opts = test::options(2, 8);

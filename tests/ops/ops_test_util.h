@@ -22,8 +22,8 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
 
 // Every kernel level this CPU supports, scalar first.
 inline std::vector<Isa> supported_isas() {
-  std::vector<Isa> out{Isa::Scalar};
-  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Amx}) {
+  std::vector<Isa> out;
+  for (Isa isa : kIsaLevels) {
     if (isa_supported(cpu_features(), isa)) out.push_back(isa);
   }
   return out;

@@ -14,7 +14,7 @@
 # Usage: bench/compare.sh [--model GGUF] [--threads 2] [--repeats 3] [--quick]
 #                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
 #                         [--llama-version 0.3.36] [--level native|avx2|avxvnni|avx512]
-#                         [--build-only]
+#                         [--peer-levels native,avx512|best] [--build-only]
 #                         [run_compare.py flags...]
 #   --model GGUF         the model both run (default: the default model in models/)
 #   --synthetic-1b TYPE  instead: a random-weight model of Llama 3.2 1B's shape with the default
@@ -29,6 +29,12 @@
 #                        GGML_AVX_VNNI or GGML_AVX512*), into its own folder, and tokamak run with
 #                        TOKAMAK_CPU_ISA=LEVEL. On the AMX guest llama.cpp's avxvnni and avx512
 #                        builds decode faster than its native (AMX) one: docs/BENCHMARKS.md
+#   --peer-levels LIST   llama.cpp built for each level of LIST (at --level native only): the
+#                        first one's llama-server and llama-bench run as usual, the others'
+#                        llama-bench beside them offline, and each offline metric takes
+#                        llama.cpp's best build (its fastest build differs by machine and
+#                        metric: docs/BENCHMARKS.md). "best": native plus avxvnni and avx512
+#                        where this CPU has them. Default: native alone
 #   --build-only         fetch and build llama.cpp and tokamak, run nothing
 #   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
 #   other flags go to run_compare.py (--sweep 1,4,16 --input-len 256 --workloads sweep
@@ -52,6 +58,7 @@ TOKAMAK=""
 LLAMA_VERSION=0.3.36
 BUILD_ONLY=0
 LEVEL=native
+PEER_LEVELS=""
 PASS=()
 JOBS=${JOBS:-2}
 
@@ -67,6 +74,7 @@ while [ $# -gt 0 ]; do
     --llama-version) LLAMA_VERSION="$2"; shift 2 ;;
     --build-only) BUILD_ONLY=1; shift ;;
     --level) LEVEL="$2"; shift 2 ;;
+    --peer-levels) PEER_LEVELS="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^# Environment/p' "$0" | cut -c3-; exit 0 ;;
     *) PASS+=("$1"); shift ;;
   esac
@@ -77,41 +85,61 @@ log() { printf '[compare.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 PEERS="$ROOT/third_party_peers"
 SDIST_DIR="$PEERS/llama_cpp_python-$LLAMA_VERSION"
 LLAMA_SRC="$SDIST_DIR/vendor/llama.cpp"
-LLAMA_BUILD="$PEERS/llama.cpp-build-$LLAMA_VERSION"
+LLAMA_BUILD_BASE="$PEERS/llama.cpp-build-$LLAMA_VERSION"
 # On a CPU with AMX, -march=native builds ggml's AMX matmuls, whose tile configuration is a
 # local struct handed to _tile_loadconfig. GCC 12's intrinsic (Debian 12's compiler) declares
 # only 8 of its 64 bytes as read, so the stores that fill the rest are dropped and ldtilecfg
 # faults: llama-bench and llama-server die on their first batch (seen on the AMX guest,
 # 2026-12-04). clang builds the same sources correctly, so with AMX the peer is built with it
 # (into its own folder), which keeps llama.cpp's strongest CPU path in the comparison.
-LLAMA_CC=()
-LLAMA_ISA=(-DGGML_NATIVE=ON)
-case "$LEVEL" in
-  native)
-    if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null; then
-      LLAMA_CC=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
-      LLAMA_BUILD="$LLAMA_BUILD-clang"
-    fi
-    ;;
-  avx2|avxvnni|avx512)
-    vnni=OFF avx512=OFF
-    [ "$LEVEL" = avxvnni ] && vnni=ON
-    [ "$LEVEL" = avx512 ] && avx512=ON
-    LLAMA_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-      -DGGML_AVX_VNNI=$vnni -DGGML_AVX512=$avx512 -DGGML_AVX512_VNNI=$avx512
-      -DGGML_AVX512_BF16=$avx512 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
-    LLAMA_BUILD="$LLAMA_BUILD-$LEVEL"
-    export TOKAMAK_CPU_ISA="$LEVEL"
-    ;;
-  *) log "unknown --level '$LEVEL' (native, avx2, avxvnni or avx512)"; exit 1 ;;
-esac
+# llama_config LEVEL: the flags (LLAMA_ISA, LLAMA_CC) and folder (LLAMA_BUILD) of llama.cpp
+# built for LEVEL.
+llama_config() {
+  LLAMA_CC=()
+  LLAMA_ISA=(-DGGML_NATIVE=ON)
+  LLAMA_BUILD="$LLAMA_BUILD_BASE"
+  case "$1" in
+    native)
+      if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null; then
+        LLAMA_CC=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+        LLAMA_BUILD="$LLAMA_BUILD-clang"
+      fi
+      ;;
+    avx2|avxvnni|avx512)
+      local vnni=OFF avx512=OFF
+      [ "$1" = avxvnni ] && vnni=ON
+      [ "$1" = avx512 ] && avx512=ON
+      LLAMA_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+        -DGGML_AVX_VNNI=$vnni -DGGML_AVX512=$avx512 -DGGML_AVX512_VNNI=$avx512
+        -DGGML_AVX512_BF16=$avx512 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+      LLAMA_BUILD="$LLAMA_BUILD-$1"
+      ;;
+    *) log "unknown level '$1' (native, avx2, avxvnni or avx512)"; exit 1 ;;
+  esac
+}
+
+# The peer's builds: LEVEL's alone, or with --peer-levels at the native level, each level
+# listed ("best": native and every other one this CPU runs that is not plain AVX2).
+if [ "$LEVEL" != native ]; then
+  [ -n "$PEER_LEVELS" ] && { log "--peer-levels goes with --level native only"; exit 1; }
+  PEER_LEVELS="$LEVEL"
+  export TOKAMAK_CPU_ISA="$LEVEL"
+elif [ -z "$PEER_LEVELS" ]; then
+  PEER_LEVELS=native
+elif [ "$PEER_LEVELS" = best ]; then
+  PEER_LEVELS=native
+  grep -qw avx_vnni /proc/cpuinfo 2>/dev/null && PEER_LEVELS="$PEER_LEVELS,avxvnni"
+  grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && PEER_LEVELS="$PEER_LEVELS,avx512"
+fi
+IFS=, read -r -a PEER_LEVEL_LIST <<<"$PEER_LEVELS"
+llama_config "${PEER_LEVEL_LIST[0]}"
 LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
 LLAMA_BENCH="$LLAMA_BUILD/bin/llama-bench"
 
-# llama.cpp's sources from the llama-cpp-python sdist, built once; a second run finds the
-# binaries and skips all of it.
+# llama.cpp's sources from the llama-cpp-python sdist, built once for the level llama_config
+# set; a second run finds the binaries and skips all of it.
 build_llamacpp() {
-  if [ -x "$LLAMA_SERVER" ] && [ -x "$LLAMA_BENCH" ]; then
+  if [ -x "$LLAMA_BUILD/bin/llama-server" ] && [ -x "$LLAMA_BUILD/bin/llama-bench" ]; then
     log "llama.cpp $LLAMA_VERSION: using $LLAMA_BUILD/bin"
     return
   fi
@@ -149,7 +177,6 @@ build_llamacpp() {
     cmake --build "$LLAMA_BUILD" -j"$JOBS" --target "${targets[@]}"
   } >"$LLAMA_BUILD.log" 2>&1 || { tail -30 "$LLAMA_BUILD.log" >&2; exit 1; }
   log "llama.cpp built in $((SECONDS - t0)) s"
-  [ -x "$LLAMA_SERVER" ] || { log "no llama-server: the serving comparison is skipped"; PASS+=(--skip-serve); }
 }
 
 build_tokamak() {
@@ -166,7 +193,15 @@ build_tokamak() {
     { log "this tokamak has no 'bench serve'"; exit 1; }
 }
 
-build_llamacpp
+# The first level's build serves and benches; the others' llama-bench run beside it offline,
+# the best figure of each metric counting as llama.cpp's.
+ALSO=()
+for level in "${PEER_LEVEL_LIST[@]}"; do
+  llama_config "$level"
+  build_llamacpp
+  [ "$LLAMA_BUILD/bin/llama-bench" = "$LLAMA_BENCH" ] || ALSO+=(--llama-bench-also "$LLAMA_BUILD/bin/llama-bench")
+done
+[ -x "$LLAMA_SERVER" ] || { log "no llama-server: the serving comparison is skipped"; PASS+=(--skip-serve); }
 build_tokamak
 [ "$BUILD_ONLY" = 1 ] && exit 0
 
@@ -194,4 +229,4 @@ if [ -z "$OUT" ]; then
 fi
 exec python3 bench/compare/run_compare.py --model "$MODEL" --tokamak "$TOKAMAK" \
   --llama-server "$LLAMA_SERVER" --llama-bench "$LLAMA_BENCH" --out "$OUT" \
-  --threads "$THREADS" --repeats "$REPEATS" "${QUICK[@]}" "${PASS[@]}"
+  --threads "$THREADS" --repeats "$REPEATS" "${ALSO[@]}" "${QUICK[@]}" "${PASS[@]}"

@@ -17,7 +17,8 @@ the ratio tokamak / llama.cpp. After each offline repeat, `tokamak_ceilings` (ne
 tokamak binary, in bench/, or --ceilings) measures the read bandwidth, and the decode floor
 account puts both engines' decode time beside the time to read a token's bytes at that
 bandwidth (see decode_floors), and the prefill floor account puts both engines' prefill
-beside the time its arithmetic takes at the measured int8 rates (see prefill_floors).
+beside the time its arithmetic takes at the measured int8 rates, and with attention at the
+fp32 FMA rate (see prefill_floors).
 Everything lands in --out: per-run JSON, server logs,
 summary.md, samples.json and the HTML reports.
 """
@@ -76,6 +77,7 @@ def llama_env(a):
 LLAMA_OMP_TEXT = {"brief-spin": "GOMP_SPINCOUNT=10000 (libomp: KMP_BLOCKTIME=1)", "passive": "OMP_WAIT_POLICY=passive",
                   "default": "libgomp's default waiting"}
 LOADS = []  # every load average read, for the summary
+PEER_BUILDS = []  # with --llama-bench-also: per offline repeat, the best build of each metric
 
 
 def loadavg():
@@ -98,9 +100,53 @@ def run_checked(argv, log_path):
 
 # --- offline ------------------------------------------------------------------------------
 
+def build_label(llama_bench):
+    """A llama.cpp build's name: the folder that holds its bin/ (llama.cpp-build-0.3.36-avx512)."""
+    return os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(llama_bench))))
+
+
 def offline_llamacpp(a, out_dir, rep):
-    path = os.path.join(out_dir, f"llama-bench-r{rep}.json")
-    argv = [a.llama_bench, "-m", a.model, "-t", str(a.threads), "-p", str(a.prefill_len),
+    """llama.cpp's offline figures: those of --llama-bench, or with --llama-bench-also the best
+    of every build for each metric, each build's own under "builds" and the winner's name
+    under "best_build"."""
+    benches = [a.llama_bench] + a.llama_bench_also
+    if len(benches) == 1:
+        return offline_llamabench(a, a.llama_bench, out_dir, f"r{rep}")
+    builds = {}
+    for bench in benches:
+        label = build_label(bench)
+        builds[label] = offline_llamabench(a, bench, out_dir, f"{label}-r{rep}")
+        log(f"offline r{rep} llama.cpp {label}: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in builds[label].items()))
+    return best_of_builds(builds)
+
+
+def best_of_builds(builds):
+    """Per metric, the highest figure among the builds (all are tokens/s)."""
+    fig = {"builds": builds, "best_build": {}}
+    for label, b in builds.items():
+        for metric, value in b.items():
+            if value > fig.get(metric, float("-inf")):
+                fig[metric] = value
+                fig["best_build"][metric] = label
+    return fig
+
+
+def peer_builds_text(a, best_builds):
+    """Markdown: the llama.cpp builds run offline and, per metric, how many repeats each won."""
+    labels = [build_label(b) for b in [a.llama_bench] + a.llama_bench_also]
+    wins = []
+    for metric in sorted({m for b in best_builds for m in b}):
+        counts = {label: sum(1 for b in best_builds if b.get(metric) == label) for label in labels}
+        wins.append(f"{metric}: " + ", ".join(f"{label} {n}" for label, n in counts.items() if n))
+    return (f"llama.cpp's figures are the best of {len(labels)} builds per metric and repeat ("
+            + ", ".join(labels) + "; the first one serves). Repeats each build won: "
+            + "; ".join(wins) + ".")
+
+
+def offline_llamabench(a, llama_bench, out_dir, tag):
+    path = os.path.join(out_dir, f"llama-bench-{tag}.json")
+    argv = [llama_bench, "-m", a.model, "-t", str(a.threads), "-p", str(a.prefill_len),
             "-n", str(a.decode_len), "-d", f"0,{a.prefill_len}", "-r", "1", "-o", "json"]
     with open(path, "w") as f:
         r = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, text=True,
@@ -178,11 +224,15 @@ def decode_floors(token_bytes, read_bw, read_bw_pass):
     return floors
 
 
+def prompt_attention_flops_per_token(a, fig):
+    """A prompt token's attention arithmetic, over the causal prompt's mean context,
+    (prefill_len + 1) / 2 keys."""
+    return fig["attention_flops_per_pair"] * (a.prefill_len + 1) / 2
+
+
 def prompt_flops_per_token(a, fig):
-    """A prompt token's arithmetic: the layer matmuls once, and attention over the causal
-    prompt's mean context, (prefill_len + 1) / 2 keys."""
-    return (fig["matmul_flops_per_token"]
-            + fig["attention_flops_per_pair"] * (a.prefill_len + 1) / 2)
+    """A prompt token's arithmetic: the layer matmuls once, and its attention."""
+    return fig["matmul_flops_per_token"] + prompt_attention_flops_per_token(a, fig)
 
 
 # The int8 ceilings a prefill floor is given against: the vector units' dot-product peak
@@ -195,19 +245,37 @@ PREFILL_CEILINGS = [("int8 dot", lambda r: max(r.get("dot_i8_vnni", 0), r.get("d
                                                        r.get("dot_i8_blocks_amx", 0))),
                     ("AMX 32 deep", lambda r: r.get("dot_i8_amx_k32", 0))]
 
+# The ceilings above count attention's FLOPs at an int8 rate, which float arithmetic cannot
+# reach: both engines compute attention in fp32 from the f16 cache. This one takes each part
+# at its own unit's peak, the matmuls at the int8 dot peak and attention at the fp32 FMA
+# peak, and adds the two times; its GOPS is the rate that sum makes of the token's FLOPs.
+BY_UNIT_CEILING = "int8 dot + fp32 FMA"
 
-def prefill_floors(flops_per_token, row, prefill_tok_s):
-    """The prefill floor against each ceiling of PREFILL_CEILINGS that the row has: the
+
+def fma_f32_rate(row):
+    return max(row.get("fma_f32_avx512", 0), row.get("fma_f32_avx2", 0))
+
+
+def prefill_floors(flops_per_token, row, prefill_tok_s, attention_flops_per_token=0.0):
+    """The prefill floor against each ceiling of PREFILL_CEILINGS that the row has, and the
+    by-unit one where the token has attention FLOPs and the row an fp32 FMA rate: the
     ceiling in GOPS, the floor in tokens/s, and each engine's prefill as a multiple of its
     time (floor tokens/s / achieved)."""
     entry = {"gflop_per_token": flops_per_token / 1e9, "ceilings": {}}
+
+    def add(name, floor_tok_s):
+        entry["ceilings"][name] = {
+            "gops": floor_tok_s * flops_per_token / 1e9, "floor_tok_s": floor_tok_s,
+            **{f"{n}_x": floor_tok_s / t for n, t in prefill_tok_s.items()}}
+
     for name, rate in PREFILL_CEILINGS:
         ops = rate(row)
-        if ops <= 0:
-            continue
-        floor = ops / flops_per_token
-        entry["ceilings"][name] = {"gops": ops / 1e9, "floor_tok_s": floor,
-                                   **{f"{n}_x": floor / t for n, t in prefill_tok_s.items()}}
+        if ops > 0:
+            add(name, ops / flops_per_token)
+    dot, fma = PREFILL_CEILINGS[0][1](row), fma_f32_rate(row)
+    if attention_flops_per_token > 0 and dot > 0 and fma > 0:
+        seconds = (flops_per_token - attention_flops_per_token) / dot + attention_flops_per_token / fma
+        add(BY_UNIT_CEILING, 1 / seconds)
     return entry
 
 
@@ -231,8 +299,12 @@ def run_offline(a, samples):
             fig = fn(a, out_dir, rep)
             figs[name] = fig
             fig["load"] = la
-            log(f"offline r{rep} {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in fig.items())
+            log(f"offline r{rep} {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in fig.items()
+                                                       if isinstance(v, (int, float)))
                 + f" (load -> {loadavg():.1f})")
+            if "best_build" in fig:
+                PEER_BUILDS.append(fig["best_build"])
+                log(f"offline r{rep} llama.cpp's best build per metric: {fig['best_build']}")
             samples.add("offline", row, name, {k: v for k, v in fig.items()
                                                if k in ("prefill_tok_s", "decode_tok_s",
                                                         "decode_d0_tok_s", "load")})
@@ -256,7 +328,8 @@ def run_offline(a, samples):
         if "matmul_flops_per_token" in t:
             entry["prefill"] = prefill_floors(
                 prompt_flops_per_token(a, t), ceilings,
-                {name: figs[name]["prefill_tok_s"] for name in stats.SERVERS})
+                {name: figs[name]["prefill_tok_s"] for name in stats.SERVERS},
+                prompt_attention_flops_per_token(a, t))
             log(f"offline r{rep} prefill floors: {json.dumps(entry['prefill'])}")
         floors.append(entry)
     return floors
@@ -447,6 +520,9 @@ def parse_args():
     ap.add_argument("--tokamak", required=True)
     ap.add_argument("--llama-server", required=True)
     ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--llama-bench-also", action="append", default=[],
+                    help="another llama.cpp build's llama-bench, run beside --llama-bench "
+                    "offline; each metric takes the best build (repeatable)")
     ap.add_argument("--ceilings", help="tokamak_ceilings binary (default: bench/ next to "
                     "--tokamak)")
     ap.add_argument("--out", required=True)
@@ -543,6 +619,8 @@ def main():
                        "higher"), stats.LOAD_METRIC]), "",
                   "Per repeat, tokamak / llama.cpp:", "",
                   stats.per_repeat_table(samples, "offline", stats.OFFLINE_METRICS), ""]
+        if PEER_BUILDS:
+            lines += [peer_builds_text(a, PEER_BUILDS), ""]
     if floors:
         lines += ["## Decode floor (bytes a decode token reads at the measured read bandwidth)",
                   "", "The weights once and the KV cache at the mean context "
@@ -557,7 +635,9 @@ def main():
                       "prefill FLOPs), against `tokamak_ceilings`' int8 rates after each "
                       "repeat: the dot-product peak, the same in 32-element blocks with each "
                       "block's float scaling (the quantized formats' own ceiling, the best of "
-                      "its VNNI and AMX forms), and AMX's 32-deep tile peak.", "",
+                      "its VNNI and AMX forms), and AMX's 32-deep tile peak; and by unit: the "
+                      "matmuls at the int8 dot peak plus attention, which both engines compute "
+                      "in fp32, at the fp32 FMA peak.", "",
                       prefill_floor_table(floors), ""]
     for section in ("batch-1", "sweep", "prefix-shared"):
         if any(s == section for s, _ in samples.rows):

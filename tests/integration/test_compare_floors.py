@@ -32,6 +32,21 @@ def test_prefill_floors_against_each_ceiling_the_row_has():
     assert p["ceilings"]["AMX 32 deep"]["tokamak_x"] == 20000 / 3000
 
 
+def test_the_by_unit_floor_takes_attention_at_the_fp32_fma_peak():
+    # 200 MFLOP of matmuls at 1,000 GOPS (0.2 ms) + 50 MFLOP of attention at 250 GFLOP/s
+    # (0.2 ms): 0.4 ms a token, 2,500 tok/s, an effective 625 GOPS.
+    row = {"dot_i8_vnni": 1000e9, "fma_f32_avx2": 125e9, "fma_f32_avx512": 250e9}
+    p = run_compare.prefill_floors(250e6, row, {"tokamak": 1250.0, "llama.cpp": 250.0}, 50e6)
+    assert list(p["ceilings"]) == ["int8 dot", run_compare.BY_UNIT_CEILING]
+    unit = p["ceilings"][run_compare.BY_UNIT_CEILING]
+    assert abs(unit["floor_tok_s"] - 2500) < 1e-6 and abs(unit["gops"] - 625) < 1e-9
+    assert abs(unit["tokamak_x"] - 2.0) < 1e-9 and abs(unit["llama.cpp_x"] - 10.0) < 1e-9
+    # Without attention FLOPs, or without an FMA rate, there is no by-unit floor.
+    assert list(run_compare.prefill_floors(250e6, row, {"tokamak": 1.0})["ceilings"]) == ["int8 dot"]
+    assert list(run_compare.prefill_floors(250e6, {"dot_i8_vnni": 1000e9}, {"tokamak": 1.0},
+                                           50e6)["ceilings"]) == ["int8 dot"]
+
+
 def test_ceilings_a_machine_lacks_are_left_out():
     # An AVX2-only machine, or a ceilings file from before the block ceilings.
     p = run_compare.prefill_floors(1e9, {"dot_i8_avx2": 400e9, "dot_i8_vnni": 0.0},
@@ -51,3 +66,19 @@ def test_tables_list_every_repeat_and_skip_repeats_without_a_prefill_account():
     prefill_rows = run_compare.prefill_floor_table(floors).splitlines()[2:]
     assert len(prefill_rows) == 1
     assert "| 0 | 0.230 | int8 dot | 1600.0 | 6956.5 | **3.48** | **23.19** |" == prefill_rows[0]
+
+
+def test_llamacpp_takes_its_best_build_per_metric():
+    builds = {"llama.cpp-build-0.3.36": {"prefill_tok_s": 330.0, "decode_tok_s": 44.0},
+              "llama.cpp-build-0.3.36-avx512": {"prefill_tok_s": 360.0, "decode_tok_s": 43.0}}
+    fig = run_compare.best_of_builds(builds)
+    assert fig["prefill_tok_s"] == 360.0 and fig["decode_tok_s"] == 44.0
+    assert fig["best_build"] == {"prefill_tok_s": "llama.cpp-build-0.3.36-avx512",
+                                 "decode_tok_s": "llama.cpp-build-0.3.36"}
+    a = types.SimpleNamespace(
+        llama_bench="/p/llama.cpp-build-0.3.36/bin/llama-bench",
+        llama_bench_also=["/p/llama.cpp-build-0.3.36-avx512/bin/llama-bench"])
+    text = run_compare.peer_builds_text(a, [fig["best_build"], fig["best_build"]])
+    assert "best of 2 builds" in text
+    assert "decode_tok_s: llama.cpp-build-0.3.36 2" in text
+    assert "prefill_tok_s: llama.cpp-build-0.3.36-avx512 2" in text

@@ -122,23 +122,66 @@ Rotation& weights(DType wtype, int64_t n, int64_t k, size_t footprint) {
   return *rot;
 }
 
+// A matmul's random input x (m, k) and its output y (m, n), F32.
+struct MatmulIo {
+  AlignedBuffer<float> x, y;
+  Tensor xt, yt;
+  MatmulIo(int64_t m, const Shape& shape)
+      : x(static_cast<size_t>(m * shape.k)), y(static_cast<size_t>(m * shape.n)) {
+    fill_random(x.data(), x.size(), 7);
+    xt = Tensor::contiguous(DType::F32, {m, shape.k}, x.data());
+    yt = Tensor::contiguous(DType::F32, {m, shape.n}, y.data());
+  }
+};
+
 void bm_matmul(benchmark::State& state, BenchContext* ctx, DType wtype, Shape shape, int64_t m,
                int threads) {
   Ops& ops = ctx->ops(threads, m, shape.k);
   Rotation& w = weights(wtype, shape.n, shape.k, ctx->footprint());
-  AlignedBuffer<float> x(static_cast<size_t>(m * shape.k));
-  AlignedBuffer<float> y(static_cast<size_t>(m * shape.n));
-  fill_random(x.data(), x.size(), 7);
-  const Tensor xt = Tensor::contiguous(DType::F32, {m, shape.k}, x.data());
-  const Tensor yt = Tensor::contiguous(DType::F32, {m, shape.n}, y.data());
+  const MatmulIo io(m, shape);
   const OnCpu on_cpu(threads);
   for (auto _ : state) {
-    ops.matmul(xt, Tensor::contiguous(model_weight_dtype(wtype), {shape.n, shape.k}, w.next()), yt);
+    ops.matmul(io.xt, Tensor::contiguous(model_weight_dtype(wtype), {shape.n, shape.k}, w.next()),
+               io.yt);
     benchmark::ClobberMemory();
   }
   const double w_bytes = static_cast<double>(row_bytes(wtype, shape.k)) * shape.n;
   set_counters(state, *ctx, on_cpu, w_bytes + 4.0 * m * shape.k, 2.0 * m * shape.n * shape.k,
                arith_of(wtype), Memory::Dram, threads);
+}
+
+// The feed-forward's gate and up matmuls as one call with silu(gate) * up in the epilogue,
+// the way the model runs them where the level packs gated pairs (weights and activations hot:
+// this prices the epilogue beside the two products). n is the width of each of the two.
+void bm_matmul_gated(benchmark::State& state, BenchContext* ctx, DType wtype, Shape shape,
+                     int64_t m, int threads) {
+  Ops& ops = ctx->ops(threads, m, shape.k);
+  const size_t row = row_bytes(wtype, shape.k);
+  std::vector<uint8_t> q[2];
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> f(static_cast<size_t>(shape.n * shape.k));
+    fill_random(f.data(), f.size(), static_cast<uint64_t>(shape.n * 131 + shape.k + i));
+    q[i].resize(row * static_cast<size_t>(shape.n));
+    for (int64_t r = 0; r < shape.n; ++r) {
+      cpu::quantize_row(wtype, f.data() + r * shape.k, q[i].data() + static_cast<size_t>(r) * row,
+                        shape.k);
+    }
+  }
+  const Tensor gated =
+      ops.prepare_gated(Tensor::contiguous(wtype, {shape.n, shape.k}, q[0].data()),
+                        Tensor::contiguous(wtype, {shape.n, shape.k}, q[1].data()));
+  if (gated.data == nullptr) {
+    state.SkipWithError("this kernel level has no gated form of this type");
+    return;
+  }
+  const MatmulIo io(m, shape);
+  const OnCpu on_cpu(threads);
+  for (auto _ : state) {
+    ops.matmul_gated(io.xt, {}, gated, io.yt);
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, *ctx, on_cpu, 2.0 * static_cast<double>(row) * shape.n + 4.0 * m * shape.k,
+               4.0 * m * shape.n * shape.k, arith_of(wtype), Memory::Cache, threads);
 }
 
 // ---- Paged attention -----------------------------------------------------------------------
@@ -332,6 +375,22 @@ void register_all(BenchContext* ctx) {
                                      std::to_string(shape.k) + "/t:" + std::to_string(t);
             tune(benchmark::RegisterBenchmark(name.c_str(), bm_matmul, ctx, wtype, shape, m, t));
           }
+        }
+      }
+    }
+  }
+  // The gated feed-forward of both models, in the types whose packed kernels have the form.
+  for (const Shape& shape :
+       {Shape{"smol.ffn_gate_up", 1536, 576}, Shape{"1b.ffn_gate_up", 8192, 2048}}) {
+    for (DType wtype : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+      for (int64_t m : {int64_t{1}, int64_t{32}, kPrefillRows}) {
+        for (int t : kThreadCounts) {
+          const std::string name = "matmul_gated/" + dtype_label(wtype) +
+                                   "/m:" + std::to_string(m) + "/" + shape.name + ":" +
+                                   std::to_string(shape.n) + "x" + std::to_string(shape.k) +
+                                   "/t:" + std::to_string(t);
+          tune(
+              benchmark::RegisterBenchmark(name.c_str(), bm_matmul_gated, ctx, wtype, shape, m, t));
         }
       }
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tokamak beside llama.cpp on the same GGUF file, same machine, same run (benchmark issue,
 # item 3). Obtains llama.cpp from the PyPI sdist of llama-cpp-python (its vendor/llama.cpp),
-# builds llama-server and llama-bench once (native CPU flags, Release, CPU only) into
+# builds llama-server and llama-bench once per instruction-set level (Release, CPU only) into
 # third_party_peers/ (git-ignored, never committed), builds tokamak from this tree into
 # build-cmp/, then runs bench/compare/run_compare.py:
 #   - offline batch 1: llama-bench pp512 / tg128 vs tokamak bench throughput --concurrency 1,
@@ -14,7 +14,7 @@
 # Usage: bench/compare.sh [--model GGUF] [--threads 2] [--repeats 3] [--quick]
 #                         [--synthetic-1b q4_0|q8_0] [--out DIR] [--tokamak BINARY]
 #                         [--llama-version 0.3.36] [--level native|avx2|avxvnni|avx512]
-#                         [--peer-levels native,avx512|best] [--build-only]
+#                         [--peer-levels best|native|LIST] [--build-only]
 #                         [run_compare.py flags...]
 #   --model GGUF         the model both run (default: the default model in models/)
 #   --synthetic-1b TYPE  instead: a random-weight model of Llama 3.2 1B's shape with the default
@@ -29,12 +29,12 @@
 #                        GGML_AVX_VNNI or GGML_AVX512*), into its own folder, and tokamak run with
 #                        TOKAMAK_CPU_ISA=LEVEL. On the AMX guest llama.cpp's avxvnni and avx512
 #                        builds decode faster than its native (AMX) one: docs/BENCHMARKS.md
-#   --peer-levels LIST   llama.cpp built for each level of LIST (at --level native only): the
-#                        first one's llama-server and llama-bench run as usual, the others'
-#                        llama-bench beside them offline, and each offline metric takes
-#                        llama.cpp's best build (its fastest build differs by machine and
-#                        metric: docs/BENCHMARKS.md). "best": native plus avxvnni and avx512
-#                        where this CPU has them. Default: native alone
+#   --peer-levels LIST   llama.cpp built for each level of LIST (at --level native only), every
+#                        build's llama-bench run offline, each offline metric taking llama.cpp's
+#                        best build (its fastest build differs by machine and metric:
+#                        docs/BENCHMARKS.md), and the build whose decode won most serves.
+#                        Default "best": native plus avxvnni and avx512 where this CPU has them;
+#                        "native" for the one build
 #   --build-only         fetch and build llama.cpp and tokamak, run nothing
 #   --tokamak BINARY     use this tokamak instead of building build-cmp/tokamak
 #   other flags go to run_compare.py (--sweep 1,4,16 --input-len 256 --workloads sweep
@@ -118,15 +118,13 @@ llama_config() {
   esac
 }
 
-# The peer's builds: LEVEL's alone, or with --peer-levels at the native level, each level
-# listed ("best": native and every other one this CPU runs that is not plain AVX2).
+# The peer's builds: LEVEL's alone, or at the native level each level of --peer-levels
+# ("best", the default: native and every other one this CPU runs that is not plain AVX2).
 if [ "$LEVEL" != native ]; then
   [ -n "$PEER_LEVELS" ] && { log "--peer-levels goes with --level native only"; exit 1; }
   PEER_LEVELS="$LEVEL"
   export TOKAMAK_CPU_ISA="$LEVEL"
-elif [ -z "$PEER_LEVELS" ]; then
-  PEER_LEVELS=native
-elif [ "$PEER_LEVELS" = best ]; then
+elif [ -z "$PEER_LEVELS" ] || [ "$PEER_LEVELS" = best ]; then
   PEER_LEVELS=native
   grep -qw avx_vnni /proc/cpuinfo 2>/dev/null && PEER_LEVELS="$PEER_LEVELS,avxvnni"
   grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && PEER_LEVELS="$PEER_LEVELS,avx512"
@@ -193,8 +191,8 @@ build_tokamak() {
     { log "this tokamak has no 'bench serve'"; exit 1; }
 }
 
-# The first level's build serves and benches; the others' llama-bench run beside it offline,
-# the best figure of each metric counting as llama.cpp's.
+# Every level's build benches offline, the best figure of each metric counting as llama.cpp's;
+# run_compare.py serves with the first one's llama-server unless another build's decode won.
 ALSO=()
 for level in "${PEER_LEVEL_LIST[@]}"; do
   llama_config "$level"

@@ -132,6 +132,18 @@ def best_of_builds(builds):
     return fig
 
 
+def serving_build(a, best_builds):
+    """The llama-server to serve with after the offline runs: that of the build whose decode
+    won the most repeats (serving is decode-bound), the first build on a tie or where that
+    build has no llama-server."""
+    labels = [build_label(b) for b in [a.llama_bench] + a.llama_bench_also]
+    wins = [sum(1 for b in best_builds if b.get("decode_tok_s") == label) for label in labels]
+    best = max(range(len(labels)), key=lambda i: (wins[i], -i))
+    server = os.path.join(os.path.dirname(([a.llama_bench] + a.llama_bench_also)[best]),
+                          "llama-server")
+    return server if best > 0 and os.access(server, os.X_OK) else a.llama_server
+
+
 def peer_builds_text(a, best_builds):
     """Markdown: the llama.cpp builds run offline and, per metric, how many repeats each won."""
     labels = [build_label(b) for b in [a.llama_bench] + a.llama_bench_also]
@@ -140,8 +152,9 @@ def peer_builds_text(a, best_builds):
         counts = {label: sum(1 for b in best_builds if b.get(metric) == label) for label in labels}
         wins.append(f"{metric}: " + ", ".join(f"{label} {n}" for label, n in counts.items() if n))
     return (f"llama.cpp's figures are the best of {len(labels)} builds per metric and repeat ("
-            + ", ".join(labels) + "; the first one serves). Repeats each build won: "
-            + "; ".join(wins) + ".")
+            + ", ".join(labels) + "). Repeats each build won: " + "; ".join(wins)
+            + f". llama-server of {build_label(serving_build(a, best_builds))} serves (the"
+            " build whose decode won most, the first one on a tie).")
 
 
 def offline_llamabench(a, llama_bench, out_dir, tag):
@@ -596,6 +609,9 @@ def main():
         f"llama.cpp OpenMP wait {a.llama_omp} ({LLAMA_OMP_TEXT[a.llama_omp]}), "
         f"load average {loadavg():.1f}")
     floors = [] if a.skip_offline else run_offline(a, samples)
+    if PEER_BUILDS:
+        a.llama_server = serving_build(a, PEER_BUILDS)
+        log(f"llama.cpp serves from {a.llama_server}")
     runs_by_key = {} if a.skip_serve else run_serving(a, samples)
 
     with open(os.path.join(a.out, "samples.json"), "w") as f:

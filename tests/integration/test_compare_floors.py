@@ -77,8 +77,31 @@ def test_llamacpp_takes_its_best_build_per_metric():
                                  "decode_tok_s": "llama.cpp-build-0.3.36"}
     a = types.SimpleNamespace(
         llama_bench="/p/llama.cpp-build-0.3.36/bin/llama-bench",
+        llama_server="/p/llama.cpp-build-0.3.36/bin/llama-server",
         llama_bench_also=["/p/llama.cpp-build-0.3.36-avx512/bin/llama-bench"])
     text = run_compare.peer_builds_text(a, [fig["best_build"], fig["best_build"]])
     assert "best of 2 builds" in text
     assert "decode_tok_s: llama.cpp-build-0.3.36 2" in text
     assert "prefill_tok_s: llama.cpp-build-0.3.36-avx512 2" in text
+    assert "llama-server of llama.cpp-build-0.3.36 serves" in text
+
+
+def test_the_build_whose_decode_won_most_serves(tmp_path):
+    benches = []
+    for name in ("llama.cpp-build-0.3.36", "llama.cpp-build-0.3.36-avx512"):
+        bin_dir = tmp_path / name / "bin"
+        bin_dir.mkdir(parents=True)
+        for tool in ("llama-bench", "llama-server"):
+            (bin_dir / tool).write_text("")
+            (bin_dir / tool).chmod(0o755)
+        benches.append(str(bin_dir / "llama-bench"))
+    a = types.SimpleNamespace(llama_bench=benches[0], llama_bench_also=benches[1:],
+                              llama_server=os.path.join(os.path.dirname(benches[0]), "llama-server"))
+    native, avx512 = (os.path.basename(os.path.dirname(os.path.dirname(b))) for b in benches)
+    won = lambda decode: {"prefill_tok_s": native, "decode_tok_s": decode}  # noqa: E731
+    served = run_compare.serving_build(a, [won(avx512), won(native), won(avx512)])
+    assert served == os.path.join(os.path.dirname(benches[1]), "llama-server")
+    # A tie keeps the first build, and so does a winner without a llama-server.
+    assert run_compare.serving_build(a, [won(avx512), won(native)]) == a.llama_server
+    os.remove(served)
+    assert run_compare.serving_build(a, [won(avx512)] * 3) == a.llama_server

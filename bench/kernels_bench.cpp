@@ -91,6 +91,18 @@ DType model_weight_dtype(DType wtype) {
   return cpu::packed_weight_dtype(cpu::kernel_table(selected_isa()), wtype);
 }
 
+// n rows of k random weights quantized to wtype, in GGUF's layout; `seed` picks the values.
+std::vector<uint8_t> random_quantized(DType wtype, int64_t n, int64_t k, uint64_t seed) {
+  const size_t row = row_bytes(wtype, k);
+  std::vector<float> f(static_cast<size_t>(n * k));
+  fill_random(f.data(), f.size(), seed);
+  std::vector<uint8_t> q(row * static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    cpu::quantize_row(wtype, f.data() + r * k, q.data() + static_cast<size_t>(r) * row, k);
+  }
+  return q;
+}
+
 // Random weights of one (dtype, n, k) in the layout the model would use, in rotation. One set
 // is kept at a time: the benchmarks of a set are registered one after the other.
 Rotation& weights(DType wtype, int64_t n, int64_t k, size_t footprint) {
@@ -105,12 +117,7 @@ Rotation& weights(DType wtype, int64_t n, int64_t k, size_t footprint) {
   if (rot && key == want) return *rot;
   rot.reset();
   const size_t row = row_bytes(wtype, k);
-  std::vector<float> f(static_cast<size_t>(n * k));
-  fill_random(f.data(), f.size(), static_cast<uint64_t>(n * 131 + k));
-  std::vector<uint8_t> q(row * static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    cpu::quantize_row(wtype, f.data() + r * k, q.data() + static_cast<size_t>(r) * row, k);
-  }
+  std::vector<uint8_t> q = random_quantized(wtype, n, k, static_cast<uint64_t>(n * 131 + k));
   if (model_weight_dtype(wtype) != wtype) {
     std::vector<uint8_t> packed(cpu::packed_bytes(wtype, n, k));
     cpu::pack_groups(wtype, q.data(), row, n, k, 0, (n + cpu::kPackRows - 1) / cpu::kPackRows,
@@ -156,20 +163,11 @@ void bm_matmul(benchmark::State& state, BenchContext* ctx, DType wtype, Shape sh
 void bm_matmul_gated(benchmark::State& state, BenchContext* ctx, DType wtype, Shape shape,
                      int64_t m, int threads) {
   Ops& ops = ctx->ops(threads, m, shape.k);
-  const size_t row = row_bytes(wtype, shape.k);
-  std::vector<uint8_t> q[2];
-  for (int i = 0; i < 2; ++i) {
-    std::vector<float> f(static_cast<size_t>(shape.n * shape.k));
-    fill_random(f.data(), f.size(), static_cast<uint64_t>(shape.n * 131 + shape.k + i));
-    q[i].resize(row * static_cast<size_t>(shape.n));
-    for (int64_t r = 0; r < shape.n; ++r) {
-      cpu::quantize_row(wtype, f.data() + r * shape.k, q[i].data() + static_cast<size_t>(r) * row,
-                        shape.k);
-    }
-  }
-  const Tensor gated =
-      ops.prepare_gated(Tensor::contiguous(wtype, {shape.n, shape.k}, q[0].data()),
-                        Tensor::contiguous(wtype, {shape.n, shape.k}, q[1].data()));
+  const auto seed = static_cast<uint64_t>(shape.n * 131 + shape.k);
+  std::vector<uint8_t> gate = random_quantized(wtype, shape.n, shape.k, seed);
+  std::vector<uint8_t> up = random_quantized(wtype, shape.n, shape.k, seed + 1);
+  const Tensor gated = ops.prepare_gated(Tensor::contiguous(wtype, {shape.n, shape.k}, gate.data()),
+                                         Tensor::contiguous(wtype, {shape.n, shape.k}, up.data()));
   if (gated.data == nullptr) {
     state.SkipWithError("this kernel level has no gated form of this type");
     return;
@@ -180,8 +178,9 @@ void bm_matmul_gated(benchmark::State& state, BenchContext* ctx, DType wtype, Sh
     ops.matmul_gated(io.xt, {}, gated, io.yt);
     benchmark::ClobberMemory();
   }
-  set_counters(state, *ctx, on_cpu, 2.0 * static_cast<double>(row) * shape.n + 4.0 * m * shape.k,
-               4.0 * m * shape.n * shape.k, arith_of(wtype), Memory::Cache, threads);
+  const double w_bytes = static_cast<double>(row_bytes(wtype, shape.k)) * shape.n;
+  set_counters(state, *ctx, on_cpu, 2.0 * w_bytes + 4.0 * m * shape.k, 4.0 * m * shape.n * shape.k,
+               arith_of(wtype), Memory::Cache, threads);
 }
 
 // ---- Paged attention -----------------------------------------------------------------------

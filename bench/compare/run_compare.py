@@ -145,7 +145,8 @@ def serving_build(a, best_builds):
 
 
 def peer_builds_text(a, best_builds):
-    """Markdown: the llama.cpp builds run offline and, per metric, how many repeats each won."""
+    """Markdown: the llama.cpp builds run offline, per metric how many repeats each won, and
+    the one serving (a.llama_server, which main set from serving_build)."""
     labels = [build_label(b) for b in [a.llama_bench] + a.llama_bench_also]
     wins = []
     for metric in sorted({m for b in best_builds for m in b}):
@@ -153,8 +154,8 @@ def peer_builds_text(a, best_builds):
         wins.append(f"{metric}: " + ", ".join(f"{label} {n}" for label, n in counts.items() if n))
     return (f"llama.cpp's figures are the best of {len(labels)} builds per metric and repeat ("
             + ", ".join(labels) + "). Repeats each build won: " + "; ".join(wins)
-            + f". llama-server of {build_label(serving_build(a, best_builds))} serves (the"
-            " build whose decode won most, the first one on a tie).")
+            + f". llama-server of {build_label(a.llama_server)} serves (the build whose decode"
+            " won most, the first one on a tie).")
 
 
 def offline_llamabench(a, llama_bench, out_dir, tag):
